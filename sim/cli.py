@@ -1,0 +1,263 @@
+"""The `trainsim` command: parses arguments and calls library functions.
+
+Exit codes: 0 success, 2 bad input (scenario or arguments), 1 internal error.
+Tables go to stdout; progress and warnings to stderr; `--json` prints only JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from sim import perf
+from sim.api import RunOutcome, run_scenario
+from sim.scenario import ScenarioError, load_scenario
+
+SUMMARY_METRICS = [
+    ("time_to_train_days", "time to train (days)"),
+    ("wall_hours", "wall (hours)"),
+    ("lost_work_hours", "lost work (hours)"),
+    ("checkpoint_stall_hours", "checkpoint stall (hours)"),
+    ("downtime_hours", "downtime (hours)"),
+    ("slowdown_hours", "slowdown (hours)"),
+    ("goodput", "goodput"),
+    ("effective_mfu", "effective MFU"),
+    ("failures", "failures"),
+    ("cost_usd", "cost (USD)"),
+]
+
+scenario_argument = click.argument("scenario", type=click.Path(path_type=Path))
+set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a key, e.g. --set checkpoint.interval_steps=500 (repeatable).",
+)
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON on stdout and nothing else."
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="trainsim")
+def app() -> None:
+    """trainsim: how long will this training run really take, and what will it cost?"""
+
+
+@app.command()
+@scenario_argument
+@click.option(
+    "--replicas",
+    type=click.IntRange(min=1),
+    help="Replicas per sweep point [scenario's simulation.replicas].",
+)
+@click.option("--seed", type=click.IntRange(min=0), help="Base seed [scenario's simulation.seed].")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
+@set_option
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=V1,V2,...",
+    help="Sweep a key, e.g. --param checkpoint.interval_steps=500,1000 (repeatable).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Results root.",
+)
+@json_option
+@click.option("--timeline", is_flag=True, help="Also write timeline.json (replica 0) for Perfetto.")
+@click.option("--figures/--no-figures", default=True, show_default=True, help="Write figures/.")
+@click.option(
+    "--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr."
+)
+def run(
+    scenario, replicas, seed, workers, overrides, params, out, as_json, timeline, figures, progress
+) -> None:
+    """Monte Carlo over seeded replicas (and sweep points); writes OUT/<name>/<run-id>/."""
+    outcome = run_scenario(
+        scenario,
+        overrides=list(overrides),
+        params=list(params),
+        replicas=replicas,
+        seed=seed,
+        workers=workers,
+        out=out,
+        progress=progress,
+        figures=figures,
+        timeline=timeline,
+    )
+    if as_json:
+        print(json.dumps(outcome.summary_doc))
+        return
+    _print_run(outcome)
+
+
+@app.command()
+@click.argument("scenarios", nargs=-1, required=True, type=click.Path(path_type=Path))
+@set_option
+def validate(scenarios, overrides) -> None:
+    """Check scenario files against the schema; exit 2 on the first bad one."""
+    for path in scenarios:
+        loaded = load_scenario(path, list(overrides))
+        points = len(loaded.points)
+        extra = f", {points} sweep points" if points > 1 else ""
+        print(f"ok: {path} ({loaded.name}{extra})")
+
+
+@app.command()
+@scenario_argument
+@set_option
+@json_option
+def calc(scenario, overrides, as_json) -> None:
+    """The deterministic calculator: step time, ideal time-to-train, checkpoint cost, Young/Daly, cost."""
+    loaded = load_scenario(scenario, list(overrides))
+    results = [(p.params, perf.calculate(p.scenario)) for p in loaded.points]
+    if as_json:
+        doc = {
+            "scenario": loaded.name,
+            "points": [
+                {"params": params, **{k: _finite(v) for k, v in dataclasses.asdict(c).items()}}
+                for params, c in results
+            ],
+        }
+        print(json.dumps(doc))
+        return
+    console = _console()
+    for params, c in results:
+        title = f"{loaded.name}" + (f"  {params}" if params else "")
+        table = Table(title=title, show_header=False, title_justify="left")
+        table.add_column("quantity")
+        table.add_column("value", justify="right")
+        for label, value in _calc_rows(c):
+            table.add_row(label, value)
+        console.print(table)
+
+
+def _calc_rows(c: perf.Calculation) -> list[tuple[str, str]]:
+    return [
+        ("GPUs (data-parallel replicas)", f"{c.gpus:,} ({c.data_parallel_size})"),
+        ("FLOPs per token", f"{c.flops_per_token:.4g}"),
+        ("optimizer steps", f"{c.total_steps:,}"),
+        ("step time", f"{c.step_time_s:.3f} s"),
+        ("tokens/s", f"{c.tokens_per_s:,.0f}"),
+        ("MFU", f"{c.mfu:.3f}"),
+        ("effective TFLOPS per GPU", f"{c.effective_tflops_per_gpu:.1f}"),
+        ("ideal time to train", f"{c.ideal_days:.2f} days"),
+        ("checkpoint size", f"{c.checkpoint_GB:,.0f} GB"),
+        ("checkpoint write / load", f"{c.checkpoint_write_s:.1f} s / {c.checkpoint_load_s:.1f} s"),
+        ("checkpoint storage (keep_last)", f"{c.checkpoint_storage_TB:.2f} TB"),
+        ("checkpoint interval", f"{c.interval_steps:,} steps = {c.interval_minutes:.1f} min"),
+        (
+            "aggregate MTBF",
+            f"{c.aggregate_mtbf_hours:.1f} h ({c.failures_per_day:.2f} failures/day)",
+        ),
+        ("Young interval", f"{c.young_interval_minutes:.1f} min"),
+        ("Daly interval", f"{c.daly_interval_minutes:.1f} min"),
+        (
+            "Daly expected wall time",
+            f"{c.daly_expected_days:.2f} days (first-order, no detection/repair)",
+        ),
+        ("GPU-hours (job + spares, ideal)", f"{c.ideal_gpu_hours:,.0f}"),
+        ("cost (ideal)", f"${c.ideal_cost_usd:,.0f} at ${c.gpu_hour_usd:.2f}/GPU-hour"),
+        ("cost per 1B tokens", f"${c.cost_per_1B_tokens_usd:,.2f}"),
+    ]
+
+
+def _finite(value):
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _print_run(outcome: RunOutcome) -> None:
+    console = _console()
+    summary, doc = outcome.summary, outcome.summary_doc
+    keys = outcome.scenario_set.swept_keys
+    for point in doc["points"]:
+        rows = summary[summary["point"] == point["point"]].set_index("metric")
+        params = "  ".join(f"{k}={v}" for k, v in point["params"].items())
+        n = doc["replicas"]
+        title = f"{doc['scenario']}{'  ' + params if params else ''}  —  {n} replicas, {point['finished']} finished"
+        if point["errors"]:
+            title += f", [red]{point['errors']} errors[/red]"
+        table = Table(title=title, title_justify="left")
+        for column in ["metric", "mean", "± sem", "p5", "p50", "p95", "p99"]:
+            table.add_column(column, justify="left" if column == "metric" else "right")
+        for metric, label in SUMMARY_METRICS:
+            s = rows.loc[metric]
+            table.add_row(label, *(_fmt(s[k]) for k in ["mean", "sem", "p5", "p50", "p95", "p99"]))
+        console.print(table)
+    if len(doc["points"]) > 1 and keys:
+        _print_sweep(console, summary, keys)
+    if outcome.run_dir is not None:
+        console.print(f"results: {outcome.run_dir}")
+
+
+def _print_sweep(console: Console, summary, keys: list[str]) -> None:
+    ttt = summary[summary["metric"] == "time_to_train_days"].set_index("point")
+    lost = summary[summary["metric"] == "lost_work_hours"].set_index("point")
+    best = ttt["mean"].idxmin()
+    table = Table(title="sweep: mean time to train by point", title_justify="left")
+    for key in keys:
+        table.add_column(key, justify="right")
+    for column in ["time to train (days)", "p95 (days)", "lost work (h)", ""]:
+        table.add_column(column, justify="right")
+    for point, row in ttt.iterrows():
+        table.add_row(
+            *(str(row[k]) for k in keys),
+            f"{row['mean']:.3f} ± {row['sem']:.3f}",
+            _fmt(row["p95"]),
+            _fmt(lost.loc[point, "mean"]),
+            "best" if point == best else "",
+        )
+    console.print(table)
+
+
+def _console() -> Console:
+    """Tables on stdout; wide enough to stay readable when piped to a file."""
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
+def _fmt(value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "—"
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.4g}" if abs(value) < 100 else f"{value:.1f}"
+
+
+def main() -> None:
+    """Entry point: maps bad input to exit 2 and internal errors to exit 1, never a traceback."""
+    try:
+        code = app.main(standalone_mode=False, prog_name="trainsim")
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except click.ClickException as exc:
+        exc.show(file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001
+        if os.environ.get("TRAINSIM_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"internal error: {type(exc).__name__}: {exc} "
+            "(a bug in trainsim; set TRAINSIM_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

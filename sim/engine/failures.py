@@ -1,0 +1,100 @@
+"""Failure sources: one per failure class, over the components the job uses.
+
+Each component slot (a GPU or node position in the job, or the job itself) has
+the absolute time its current lifetime ends: drawn fresh when a node enters the
+slot, renewed when the component fails, infinite while the slot is empty. One
+SimPy process per class sleeps until the earliest of them (numpy argmin), so the
+cost does not grow with one process per GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import simpy
+
+from sim.engine.events import Failure
+from sim.engine.plan import FailureClassPlan
+
+
+class FailureSource:
+    """Lifecycle: build (all slots empty) → `activate` the job's nodes → `start` the
+    process, which strikes the job through `strike` and renews the failed component."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        failure_class: FailureClassPlan,
+        nodes: int,
+        gpus_per_node: int,
+        rng: np.random.Generator,
+        strike: Callable[[Failure], None],
+    ):
+        self.env = env
+        self.failure_class = failure_class
+        self.rng = rng
+        self.strike = strike
+        # components per node slot; 0 means one component for the whole job
+        self.per_node = {"gpu": gpus_per_node, "node": 1, "job": 0}[failure_class.scope]
+        size = nodes * self.per_node if self.per_node else 1
+        self.ends_s = np.full(size, math.inf)
+        self._wake_s = math.inf
+        self._process: simpy.Process | None = None
+
+    def start(self) -> None:
+        if self.per_node == 0:
+            self.ends_s[0] = self.env.now + self._draw(1)[0]
+        self._process = self.env.process(self._run())
+
+    def activate(self, node_slots: np.ndarray) -> None:
+        """New nodes entered these slots: their components start fresh lifetimes."""
+        if self.per_node == 0 or node_slots.size == 0:
+            return
+        if self.per_node == 1:
+            index = node_slots
+        else:
+            index = (node_slots[:, None] * self.per_node + np.arange(self.per_node)).ravel()
+        ends = self.env.now + self._draw(index.size)
+        self.ends_s[index] = ends
+        if self._process is not None and ends.min() < self._wake_s:
+            self._process.interrupt()  # an earlier failure than the one being waited for
+
+    def deactivate(self, node_slots: np.ndarray) -> None:
+        """These slots are empty: nothing there can fail (a stale wake-up is skipped)."""
+        if self.per_node == 0:
+            return
+        for slot in node_slots:
+            self.ends_s[slot * self.per_node : (slot + 1) * self.per_node] = math.inf
+
+    def _draw(self, size: int) -> np.ndarray:
+        return self.failure_class.lifetime_s.sample(self.rng, size)
+
+    def _run(self):
+        env = self.env
+        while True:
+            index = int(self.ends_s.argmin())
+            self._wake_s = self.ends_s[index]
+            try:
+                if math.isinf(self._wake_s):
+                    yield env.event()  # nothing in use; an activation interrupts
+                else:
+                    yield env.timeout(self._wake_s - env.now)
+            except simpy.Interrupt:
+                continue
+            if self.ends_s[index] != self._wake_s:
+                continue  # the slot was emptied or refilled meanwhile
+            self.ends_s[index] = env.now + self._draw(1)[0]
+            fc = self.failure_class
+            self.strike(
+                Failure(
+                    class_index=fc.index,
+                    name=fc.name,
+                    time_s=env.now,
+                    node=index // self.per_node if self.per_node else None,
+                    detect_s=fc.detect_s,
+                    replace=fc.replace,
+                    repair_mean_s=fc.repair_mean_s,
+                )
+            )

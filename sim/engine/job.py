@@ -1,0 +1,295 @@
+"""The training job: its process, its recovery policies and its time ledger.
+
+Lifecycle of the job process:
+    TRAIN   a stretch of compute + sync checkpoint cycles (one event for all of it)
+    DETECT  a failure struck; further failures in the window merge into it
+    REPLACE failed nodes leave for repair, spares swap in; the policy decides
+            whether to wait for nodes (restart) or shrink (elastic)
+    RESTART launch + checkpoint load; a failure aborts it and recovery begins again
+and back to TRAIN, until the final checkpoint is durable or the horizon ends it.
+Every second of wall clock is booked to exactly one ledger bucket.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import simpy
+
+from sim.engine.cluster import Cluster
+from sim.engine.events import Failure, NodesAvailable
+from sim.engine.plan import ReplicaPlan
+from sim.engine.stretch import Stretch
+
+# --------------------------------------------------------------------------- policies
+
+
+class RestartPolicy:
+    """Wait until the full complement of nodes is there, then restart."""
+
+    grows = False
+
+    def __init__(self, plan: ReplicaPlan):
+        self.plan = plan
+
+    def nodes_to_run(self, available: int) -> int | None:
+        return self.plan.nodes if available >= self.plan.nodes else None
+
+
+class ElasticPolicy:
+    """Carry on with the whole data-parallel replicas the available nodes hold,
+    if at least `elastic_min_fraction` of them remain; grow back at a checkpoint."""
+
+    grows = True
+
+    def __init__(self, plan: ReplicaPlan):
+        self.plan = plan
+
+    def nodes_to_run(self, available: int) -> int | None:
+        replicas = self.plan.replicas_on(available)
+        if replicas < self.plan.elastic_min_replicas:
+            return None
+        return self.plan.nodes_for(replicas)
+
+
+POLICIES: dict[str, type[RestartPolicy] | type[ElasticPolicy]] = {
+    "restart": RestartPolicy,
+    "elastic": ElasticPolicy,
+}
+
+
+# --------------------------------------------------------------------------- ledger
+
+
+@dataclass
+class Ledger:
+    """Tallies of wall-clock seconds by where they went (DESIGN.md time identity)."""
+
+    ideal_s: float = 0.0
+    slowdown_s: float = 0.0
+    lost_work_s: float = 0.0
+    checkpoint_stall_s: float = 0.0
+    downtime_s: float = 0.0
+    node_wait_s: float = 0.0  # part of downtime: waiting for nodes to come back
+    checkpoints_written: int = 0
+    restarts: int = 0
+    failures: list[int] = field(default_factory=list)
+
+    @property
+    def total_s(self) -> float:
+        return (
+            self.ideal_s
+            + self.slowdown_s
+            + self.lost_work_s
+            + self.checkpoint_stall_s
+            + self.downtime_s
+        )
+
+
+class HorizonReached(Exception):
+    """The replica ran out of simulated time before the final checkpoint was durable."""
+
+
+FINISHED = object()
+
+
+class Job:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        plan: ReplicaPlan,
+        cluster: Cluster,
+        ledger: Ledger,
+        timeline: list[dict] | None = None,
+    ):
+        self.env = env
+        self.plan = plan
+        self.cluster = cluster
+        self.ledger = ledger
+        self.policy = POLICIES[plan.policy](plan)
+        self.timeline = timeline
+        self.durable_step = 0
+        self.finished = False
+        self._waiting_for_nodes = False
+        self.process: simpy.Process | None = None
+
+    # ---- called by other processes
+
+    def start(self) -> simpy.Process:
+        self.process = self.env.process(self._run())
+        return self.process
+
+    def strike(self, failure: Failure) -> None:
+        if self.process is not None and self.process.is_alive:
+            self.ledger.failures[failure.class_index] += 1
+            self.process.interrupt(failure)
+
+    def node_returned(self) -> None:
+        """A repaired node joined the spares: wake the job only if it waits or could grow."""
+        wants = self._waiting_for_nodes or (
+            self.policy.grows and self.cluster.active < self.plan.nodes
+        )
+        if wants and self.process is not None and self.process.is_alive:
+            self.process.interrupt(NodesAvailable(self.env.now))
+
+    # ---- the process
+
+    def _run(self):
+        try:
+            while True:
+                outcome = yield from self._train()
+                if outcome is FINISHED:
+                    self.finished = True
+                    return
+                failure = outcome
+                while failure is not None:
+                    failures = yield from self._detect(failure)
+                    yield from self._replace(failures)
+                    failure = yield from self._restart()
+        except HorizonReached:
+            return
+
+    def _train(self):
+        """Run stretches until finished (returns FINISHED) or a failure (returns it)."""
+        env, plan = self.env, self.plan
+        deadline = plan.horizon_s
+        while True:
+            nodes = self.cluster.active
+            replicas = plan.replicas_on(nodes)
+            stretch = Stretch(
+                start_step=self.durable_step,
+                total_steps=plan.total_steps,
+                interval_steps=plan.interval_steps,
+                step_s=plan.step_s_with(replicas),
+                write_s=plan.write_s(nodes),
+            )
+            t0 = env.now
+            # an elastic job that is short of nodes grows back at its next checkpoint
+            grow_at = 1 if self._can_grow() else None
+            while True:
+                k = stretch.checkpoints if grow_at is None else grow_at
+                target = stretch.checkpoint_due_s(k)
+                try:
+                    yield env.timeout(max(0.0, min(t0 + target, deadline) - env.now))
+                except simpy.Interrupt as interrupt:
+                    cause = interrupt.cause
+                    if isinstance(cause, Failure):
+                        self._book(stretch, stretch.position(env.now - t0), t0)
+                        return cause
+                    if grow_at is None and self._can_grow():
+                        grow_at = stretch.next_checkpoint(env.now - t0)
+                    continue
+                if t0 + target > deadline:
+                    self._book(stretch, stretch.position(env.now - t0), t0)
+                    raise HorizonReached
+                self._book(stretch, stretch.at_checkpoint(k), t0)
+                if k >= stretch.checkpoints:
+                    return FINISHED
+                break  # a checkpoint boundary where the elastic job grows back
+            grown = self.policy.nodes_to_run(self.cluster.available)
+            if grown is not None and grown > nodes:
+                self.cluster.resize(grown)
+                self._trace("rescale", env.now, plan.rescale_s, nodes=grown)
+                failure = yield from self._hold(plan.rescale_s, "downtime_s")
+                if failure is not None:
+                    return failure
+
+    def _book(self, stretch: Stretch, position, t0: float) -> None:
+        """Book a stretch that ended at `position`: kept steps and checkpoints, and the lost tail."""
+        ledger = self.ledger
+        kept_steps = position.durable_step - stretch.start_step
+        ledger.ideal_s += kept_steps * self.plan.step_s
+        ledger.slowdown_s += kept_steps * (stretch.step_s - self.plan.step_s)
+        ledger.checkpoint_stall_s += position.checkpoints * stretch.write_s
+        ledger.lost_work_s += position.pending_compute_s + position.aborted_write_s
+        ledger.checkpoints_written += position.checkpoints
+        self.durable_step = position.durable_step
+        if self.timeline is not None:
+            kept_s = kept_steps * stretch.step_s + position.checkpoints * stretch.write_s
+            self._trace("train", t0, kept_s, steps=kept_steps, checkpoints=position.checkpoints)
+            lost_s = position.pending_compute_s + position.aborted_write_s
+            if lost_s > 0:
+                self._trace("lost work", t0 + kept_s, lost_s, rolled_back_to=position.durable_step)
+
+    def _detect(self, first: Failure):
+        """Hold until the first failure is noticed; failures meanwhile merge into it."""
+        failures = [first]
+        remaining = max(0.0, first.time_s + first.detect_s - self.env.now)
+        self._trace("detect", self.env.now, remaining, cause=first.name)
+        yield from self._hold(remaining, "downtime_s", merge=failures.append)
+        return failures
+
+    def _replace(self, failures: list[Failure]):
+        """Failed nodes leave for repair; spares fill in; the policy may wait for more nodes."""
+        for failure in failures:
+            if failure.replace and failure.node is not None:
+                self.cluster.send_to_repair(
+                    failure.node, failure.class_index, failure.repair_mean_s
+                )
+        while True:
+            nodes = self.policy.nodes_to_run(self.cluster.available)
+            if nodes is not None:
+                self.cluster.resize(nodes)
+                return
+            start = self.env.now
+            merged: list[Failure] = []
+            self._waiting_for_nodes = True
+            yield from self._hold(math.inf, "downtime_s", merge=merged.append, until_nodes=True)
+            self._waiting_for_nodes = False
+            self.ledger.node_wait_s += self.env.now - start
+            self._trace("wait for nodes", start, self.env.now - start)
+            for failure in merged:
+                if failure.replace and failure.node is not None:
+                    self.cluster.send_to_repair(
+                        failure.node, failure.class_index, failure.repair_mean_s
+                    )
+
+    def _restart(self):
+        """Launch and load the last durable checkpoint; returns a failure that aborted it, or None."""
+        nodes = self.cluster.active
+        duration = self.plan.restart_s + (self.plan.load_s(nodes) if self.durable_step > 0 else 0.0)
+        self.ledger.restarts += 1
+        self._trace("restart", self.env.now, duration, nodes=nodes, from_step=self.durable_step)
+        return (yield from self._hold(duration, "downtime_s"))
+
+    def _hold(self, seconds: float, bucket: str, merge=None, until_nodes: bool = False):
+        """Let `seconds` of wall clock pass, booked to `bucket`.
+
+        A failure ends the hold and is returned, unless `merge` takes it. With
+        `until_nodes`, a node returning from repair ends the hold too. Reaching
+        the horizon raises HorizonReached.
+        """
+        env = self.env
+        end = env.now + seconds
+        deadline = self.plan.horizon_s
+        while env.now < end:
+            start = env.now
+            try:
+                yield env.timeout(min(end, deadline) - env.now)
+            except simpy.Interrupt as interrupt:
+                setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)
+                cause = interrupt.cause
+                if isinstance(cause, Failure):
+                    if merge is None:
+                        return cause
+                    merge(cause)
+                elif until_nodes:
+                    return None
+                continue
+            setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)
+            if env.now >= deadline and end > deadline:
+                raise HorizonReached
+        return None
+
+    def _can_grow(self) -> bool:
+        if not self.policy.grows or self.cluster.active >= self.plan.nodes:
+            return False
+        grown = self.policy.nodes_to_run(self.cluster.available)
+        return grown is not None and grown > self.cluster.active
+
+    def _trace(self, name: str, start_s: float, duration_s: float, **args) -> None:
+        if self.timeline is not None:
+            self.timeline.append(
+                {"name": name, "start_s": start_s, "duration_s": duration_s, **args}
+            )

@@ -1,0 +1,122 @@
+"""The engine's typed view of one scenario point, computed once and shipped to workers.
+
+`build_plan` turns a validated `Scenario` into numbers (seconds, counts); the
+engine never looks at the scenario itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim import perf
+from sim.distributions import Distribution, lifetime
+from sim.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class FailureClassPlan:
+    index: int
+    name: str
+    scope: str  # gpu | node | job
+    lifetime_s: Distribution  # of one component
+    detect_s: float
+    replace: bool
+    repair_mean_s: float
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    scenario: str
+    nodes: int
+    gpus_per_node: int
+    spare_nodes: int
+    gpus_per_replica: int
+    full_replicas: int
+    step_s: float  # nominal step of the full job
+    total_steps: int
+    interval_steps: int
+    checkpoint_GB: float
+    tier_write_GB_s: float
+    tier_read_GB_s: float
+    client_GB_s_per_node: float
+    restart_s: float  # launch part, the checkpoint load comes on top
+    rescale_s: float
+    policy: str
+    elastic_min_replicas: int
+    horizon_s: float
+    mfu: float
+    gpu_hour_usd: float
+    failure_classes: tuple[FailureClassPlan, ...]
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def billed_gpus(self) -> int:
+        return (self.nodes + self.spare_nodes) * self.gpus_per_node
+
+    def write_s(self, nodes: int) -> float:
+        return self.checkpoint_GB / min(self.tier_write_GB_s, nodes * self.client_GB_s_per_node)
+
+    def load_s(self, nodes: int) -> float:
+        return self.checkpoint_GB / min(self.tier_read_GB_s, nodes * self.client_GB_s_per_node)
+
+    def replicas_on(self, nodes: int) -> int:
+        """Whole data-parallel replicas that fit on `nodes` nodes (capped at the full job)."""
+        return min(self.full_replicas, nodes * self.gpus_per_node // self.gpus_per_replica)
+
+    def nodes_for(self, replicas: int) -> int:
+        return math.ceil(replicas * self.gpus_per_replica / self.gpus_per_node)
+
+    def step_s_with(self, replicas: int) -> float:
+        """Global batch is fixed: fewer replicas take proportionally longer per step."""
+        return self.step_s * self.full_replicas / replicas
+
+
+def build_plan(scenario: Scenario) -> ReplicaPlan:
+    tier = scenario.storage.checkpoint_tier
+    classes = tuple(
+        FailureClassPlan(
+            index=i,
+            name=f.name,
+            scope=f.scope,
+            lifetime_s=lifetime(
+                f.distribution,
+                perf.component_mtbf_hours(f, scenario) * perf.HOUR_S,
+                f.weibull_shape,
+                f.lognormal_sigma,
+            ),
+            detect_s=f.detect_minutes * 60.0,
+            replace=f.replaces_nodes,
+            repair_mean_s=f.repair_hours * perf.HOUR_S,
+        )
+        for i, f in enumerate(scenario.failures)
+    )
+    full_replicas = perf.data_parallel_size(scenario)
+    return ReplicaPlan(
+        scenario=scenario.name,
+        nodes=scenario.cluster.nodes,
+        gpus_per_node=scenario.cluster.gpus_per_node,
+        spare_nodes=scenario.cluster.spare_nodes,
+        gpus_per_replica=perf.gpus_per_replica(scenario),
+        full_replicas=full_replicas,
+        step_s=perf.step_time_s(scenario),
+        total_steps=perf.total_steps(scenario),
+        interval_steps=perf.interval_steps(scenario),
+        checkpoint_GB=perf.checkpoint_GB(scenario),
+        tier_write_GB_s=tier.write_GB_s,
+        tier_read_GB_s=tier.read_GB_s,
+        client_GB_s_per_node=scenario.storage.client_GB_s_per_node,
+        restart_s=scenario.recovery.restart_minutes * 60.0,
+        rescale_s=scenario.recovery.rescale_minutes * 60.0,
+        policy=scenario.recovery.policy,
+        elastic_min_replicas=max(
+            1, math.ceil(scenario.recovery.elastic_min_fraction * full_replicas - 1e-9)
+        ),
+        horizon_s=scenario.simulation.horizon_days * perf.DAY_S,
+        mfu=scenario.performance.mfu,
+        gpu_hour_usd=scenario.cost.gpu_hour_usd,
+        failure_classes=classes,
+    )

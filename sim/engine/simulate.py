@@ -1,0 +1,166 @@
+"""One replica: build the model → env.run → finalise → RunRecord.
+
+Random streams: replica r of seed s draws from
+`SeedSequence(s, spawn_key=(r, STREAM, class_index))`, with STREAM from the
+fixed table below (append only). The streams do not depend on the sweep point,
+so every point of a sweep sees the same failure lifetimes (common random numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import simpy
+
+from sim.engine.cluster import Cluster
+from sim.engine.events import Failure
+from sim.engine.failures import FailureSource
+from sim.engine.job import Job, Ledger
+from sim.engine.plan import ReplicaPlan
+
+# Stream table: fixed ids, only ever appended to (changing one changes every result).
+STREAMS = {"failure_lifetimes": 0, "repair_times": 1}
+
+HOUR_S = 3600.0
+
+
+def stream(seed: int, replica: int, name: str, index: int = 0) -> np.random.Generator:
+    sequence = np.random.SeedSequence(seed, spawn_key=(replica, STREAMS[name], index))
+    return np.random.Generator(np.random.PCG64(sequence))
+
+
+@dataclass
+class RunRecord:
+    """The outcome of one replica (one row of replicas.parquet, before the sweep columns)."""
+
+    scenario: str
+    replica: int
+    seed: int
+    finished: bool
+    time_to_train_days: float
+    wall_hours: float
+    ideal_hours: float
+    slowdown_hours: float
+    lost_work_hours: float
+    checkpoint_stall_hours: float
+    downtime_hours: float
+    goodput: float
+    effective_mfu: float
+    failures: int
+    failures_by_class: dict[str, int]
+    checkpoints_written: int
+    restarts: int
+    nodes_replaced: int
+    node_wait_hours: float
+    lost_gpu_hours: float
+    gpu_hours: float
+    cost_usd: float
+    timeline: list[dict] | None = None
+
+    def row(self) -> dict:
+        row = asdict(self)
+        row.pop("timeline")
+        by_class = row.pop("failures_by_class")
+        row.update({f"failures_{name}": count for name, count in by_class.items()})
+        return row
+
+
+def simulate_replica(
+    plan: ReplicaPlan,
+    replica: int,
+    seed: int,
+    injected: Iterable[Failure] = (),
+    timeline: bool = False,
+) -> RunRecord:
+    """Simulate one replica. `injected` failures (tests, what-ifs) strike at their `time_s`."""
+    env = simpy.Environment()
+    ledger = Ledger(failures=[0] * len(plan.failure_classes))
+    trace: list[dict] | None = [] if timeline else None
+
+    # build
+    job_ref: list[Job] = []
+
+    def strike(failure: Failure) -> None:
+        job_ref[0].strike(failure)
+
+    sources = [
+        FailureSource(
+            env,
+            fc,
+            plan.nodes,
+            plan.gpus_per_node,
+            stream(seed, replica, "failure_lifetimes", fc.index),
+            strike,
+        )
+        for fc in plan.failure_classes
+    ]
+    cluster = Cluster(
+        env,
+        plan.nodes,
+        plan.spare_nodes,
+        [stream(seed, replica, "repair_times", fc.index) for fc in plan.failure_classes],
+        sources,
+        on_node_returned=lambda: job_ref[0].node_returned(),
+    )
+    job = Job(env, plan, cluster, ledger, trace)
+    job_ref.append(job)
+    cluster.fill_all()
+    for source in sources:
+        source.start()
+    process = job.start()
+    for failure in injected:
+        env.process(_inject(env, job, failure))
+
+    # run
+    env.run(until=process)
+
+    # finalise
+    return _record(plan, replica, seed, job, ledger, cluster, env.now, trace)
+
+
+def _inject(env: simpy.Environment, job: Job, failure: Failure):
+    yield env.timeout(failure.time_s)
+    job.strike(failure)
+
+
+def _record(
+    plan: ReplicaPlan,
+    replica: int,
+    seed: int,
+    job: Job,
+    ledger: Ledger,
+    cluster: Cluster,
+    wall_s: float,
+    trace: list[dict] | None,
+) -> RunRecord:
+    goodput = ledger.ideal_s / wall_s if wall_s > 0 else math.nan
+    lost_work_hours = ledger.lost_work_s / HOUR_S
+    gpu_hours = plan.billed_gpus * wall_s / HOUR_S
+    return RunRecord(
+        scenario=plan.scenario,
+        replica=replica,
+        seed=seed,
+        finished=job.finished,
+        time_to_train_days=wall_s / 86400.0 if job.finished else math.nan,
+        wall_hours=wall_s / HOUR_S,
+        ideal_hours=ledger.ideal_s / HOUR_S,
+        slowdown_hours=ledger.slowdown_s / HOUR_S,
+        lost_work_hours=lost_work_hours,
+        checkpoint_stall_hours=ledger.checkpoint_stall_s / HOUR_S,
+        downtime_hours=ledger.downtime_s / HOUR_S,
+        goodput=goodput,
+        effective_mfu=plan.mfu * goodput,
+        failures=sum(ledger.failures),
+        failures_by_class={fc.name: n for fc, n in zip(plan.failure_classes, ledger.failures)},
+        checkpoints_written=ledger.checkpoints_written,
+        restarts=ledger.restarts,
+        nodes_replaced=cluster.nodes_replaced,
+        node_wait_hours=ledger.node_wait_s / HOUR_S,
+        lost_gpu_hours=lost_work_hours * plan.gpus,
+        gpu_hours=gpu_hours,
+        cost_usd=gpu_hours * plan.gpu_hour_usd,
+        timeline=trace,
+    )

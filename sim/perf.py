@@ -1,0 +1,248 @@
+"""Deterministic performance model (pure functions, no simulation).
+
+FLOPs per step, step time from MFU, total steps and ideal time-to-train,
+checkpoint size and its write/load times, failure rates of the job's
+components, and the Young/Daly checkpoint-interval theory built on them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.scenario import FailureClassConfig, Scenario, StorageConfig
+
+HOUR_S = 3600.0
+DAY_S = 86400.0
+
+
+# --------------------------------------------------------------------------- compute
+
+
+def flops_per_token(scenario: Scenario) -> float:
+    """6N for the dense matmuls (fwd + bwd), plus 12·L·h·T attention when the shape is given."""
+    model = scenario.model
+    if model.flops_per_token is not None:
+        return model.flops_per_token
+    flops = 6.0 * model.params
+    if model.layers and model.hidden and model.seq_len:
+        flops += 12.0 * model.layers * model.hidden * model.seq_len
+    return flops
+
+
+def total_steps(scenario: Scenario) -> int:
+    return math.ceil(scenario.model.tokens / scenario.model.global_batch_tokens)
+
+
+def step_time_s(scenario: Scenario) -> float:
+    """Nominal step time of the full job: the step's FLOPs at MFU × peak of all GPUs."""
+    cluster = scenario.cluster
+    peak_flops = cluster.gpus * cluster.gpu_spec.peak_tflops * 1e12
+    step_flops = flops_per_token(scenario) * scenario.model.global_batch_tokens
+    return step_flops / (peak_flops * scenario.performance.mfu)
+
+
+def gpus_per_replica(scenario: Scenario) -> int:
+    return scenario.parallelism.tensor * scenario.parallelism.pipeline
+
+
+def data_parallel_size(scenario: Scenario) -> int:
+    return scenario.cluster.gpus // gpus_per_replica(scenario)
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def checkpoint_GB(scenario: Scenario) -> float:
+    return scenario.model.params * scenario.checkpoint.state_bytes_per_param / 1e9
+
+
+def write_GB_s(storage: StorageConfig, nodes: int) -> float:
+    """Checkpoint write bandwidth: the tier, or the nodes' own client paths if thinner."""
+    return min(storage.checkpoint_tier.write_GB_s, nodes * storage.client_GB_s_per_node)
+
+
+def read_GB_s(storage: StorageConfig, nodes: int) -> float:
+    return min(storage.checkpoint_tier.read_GB_s, nodes * storage.client_GB_s_per_node)
+
+
+def checkpoint_write_s(scenario: Scenario, nodes: int | None = None) -> float:
+    nodes = scenario.cluster.nodes if nodes is None else nodes
+    return checkpoint_GB(scenario) / write_GB_s(scenario.storage, nodes)
+
+
+def checkpoint_load_s(scenario: Scenario, nodes: int | None = None) -> float:
+    nodes = scenario.cluster.nodes if nodes is None else nodes
+    return checkpoint_GB(scenario) / read_GB_s(scenario.storage, nodes)
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def components(failure: FailureClassConfig, scenario: Scenario) -> int:
+    """How many independent components of this class the full job uses."""
+    return {"gpu": scenario.cluster.gpus, "node": scenario.cluster.nodes, "job": 1}[failure.scope]
+
+
+def gpus_per_component(failure: FailureClassConfig, scenario: Scenario) -> int:
+    return {"gpu": 1, "node": scenario.cluster.gpus_per_node, "job": scenario.cluster.gpus}[
+        failure.scope
+    ]
+
+
+def component_mtbf_hours(failure: FailureClassConfig, scenario: Scenario) -> float:
+    """Mean time between failures of one component (a GPU, a node, or the job).
+
+    `rate_per_1k_gpu_day` is fleet-normalised: a component covering g GPUs fails
+    at rate·g/1000 per day.
+    """
+    if failure.mtbf_hours is not None:
+        return failure.mtbf_hours
+    assert failure.rate_per_1k_gpu_day is not None
+    per_day = failure.rate_per_1k_gpu_day * gpus_per_component(failure, scenario) / 1000.0
+    return 24.0 / per_day
+
+
+def failure_rate_per_hour(failure: FailureClassConfig, scenario: Scenario) -> float:
+    """Long-run failure rate of the full job from this class (renewal rate)."""
+    return components(failure, scenario) / component_mtbf_hours(failure, scenario)
+
+
+def aggregate_mtbf_hours(scenario: Scenario) -> float:
+    """Mean time between failures of the whole job, all classes together (inf if none)."""
+    rate = sum(failure_rate_per_hour(f, scenario) for f in scenario.failures)
+    return math.inf if rate == 0 else 1.0 / rate
+
+
+# --------------------------------------------------------------------------- interval theory
+
+
+def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
+    """Young (1974): compute time between checkpoints τ ≈ sqrt(2·δ·M)."""
+    return math.sqrt(2.0 * checkpoint_s * mtbf_s)
+
+
+def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
+    """Daly (2006) higher-order optimum of the compute time between checkpoints."""
+    delta, m = checkpoint_s, mtbf_s
+    if delta >= 2.0 * m:
+        return m
+    x = delta / (2.0 * m)
+    return math.sqrt(2.0 * delta * m) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - delta
+
+
+def daly_expected_wall_s(
+    ideal_s: float, interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float
+) -> float:
+    """Daly's exact expected wall time with exponential failures and restart R:
+    E[T] = M·e^{R/M}·(e^{(τ+δ)/M} − 1)·Ts/τ."""
+    m = mtbf_s
+    return (
+        m
+        * math.exp(restart_s / m)
+        * math.expm1((interval_s + checkpoint_s) / m)
+        * ideal_s
+        / interval_s
+    )
+
+
+def restart_s(scenario: Scenario) -> float:
+    """Restart of the full job: requeue/launch/NCCL init plus the checkpoint load."""
+    return scenario.recovery.restart_minutes * 60.0 + checkpoint_load_s(scenario)
+
+
+def interval_steps(scenario: Scenario) -> int:
+    """Steps between checkpoints, resolving minutes and young | daly into steps."""
+    ckpt = scenario.checkpoint
+    if ckpt.interval_steps is not None:
+        return ckpt.interval_steps
+    step_s = step_time_s(scenario)
+    if ckpt.interval_minutes is not None:
+        seconds = ckpt.interval_minutes * 60.0
+    else:
+        mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
+        if math.isinf(mtbf_s):
+            return total_steps(scenario)  # no failures: only the final checkpoint is worth writing
+        theory = young_interval_s if ckpt.interval == "young" else daly_interval_s
+        seconds = theory(checkpoint_write_s(scenario), mtbf_s)
+    return max(1, min(total_steps(scenario), round(seconds / step_s)))
+
+
+# --------------------------------------------------------------------------- calculator
+
+
+@dataclass(frozen=True)
+class Calculation:
+    """The deterministic calculator's answer for one scenario (what `trainsim calc` prints)."""
+
+    gpus: int
+    data_parallel_size: int
+    flops_per_token: float
+    total_steps: int
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    effective_tflops_per_gpu: float
+    ideal_days: float
+    checkpoint_GB: float
+    checkpoint_write_s: float
+    checkpoint_load_s: float
+    checkpoint_storage_TB: float
+    interval_steps: int
+    interval_minutes: float
+    aggregate_mtbf_hours: float
+    failures_per_day: float
+    young_interval_minutes: float
+    daly_interval_minutes: float
+    daly_expected_days: float
+    ideal_gpu_hours: float
+    ideal_cost_usd: float
+    gpu_hour_usd: float
+    cost_per_1B_tokens_usd: float
+
+
+def calculate(scenario: Scenario) -> Calculation:
+    step_s = step_time_s(scenario)
+    steps = total_steps(scenario)
+    ideal_s = steps * step_s
+    write_s = checkpoint_write_s(scenario)
+    mtbf_h = aggregate_mtbf_hours(scenario)
+    mtbf_s = mtbf_h * HOUR_S
+    interval = interval_steps(scenario)
+    billed_gpus = (
+        scenario.cluster.nodes + scenario.cluster.spare_nodes
+    ) * scenario.cluster.gpus_per_node
+    ideal_gpu_hours = billed_gpus * ideal_s / HOUR_S
+    cost = ideal_gpu_hours * scenario.cost.gpu_hour_usd
+    finite = math.isfinite(mtbf_s)
+    return Calculation(
+        gpus=scenario.cluster.gpus,
+        data_parallel_size=data_parallel_size(scenario),
+        flops_per_token=flops_per_token(scenario),
+        total_steps=steps,
+        step_time_s=step_s,
+        tokens_per_s=scenario.model.global_batch_tokens / step_s,
+        mfu=scenario.performance.mfu,
+        effective_tflops_per_gpu=scenario.performance.mfu * scenario.cluster.gpu_spec.peak_tflops,
+        ideal_days=ideal_s / DAY_S,
+        checkpoint_GB=checkpoint_GB(scenario),
+        checkpoint_write_s=write_s,
+        checkpoint_load_s=checkpoint_load_s(scenario),
+        checkpoint_storage_TB=checkpoint_GB(scenario) * scenario.checkpoint.keep_last / 1e3,
+        interval_steps=interval,
+        interval_minutes=interval * step_s / 60.0,
+        aggregate_mtbf_hours=mtbf_h,
+        failures_per_day=24.0 / mtbf_h if finite else 0.0,
+        young_interval_minutes=young_interval_s(write_s, mtbf_s) / 60.0 if finite else math.inf,
+        daly_interval_minutes=daly_interval_s(write_s, mtbf_s) / 60.0 if finite else math.inf,
+        daly_expected_days=(
+            daly_expected_wall_s(ideal_s, interval * step_s, write_s, restart_s(scenario), mtbf_s)
+            / DAY_S
+            if finite
+            else (ideal_s + math.ceil(steps / interval) * write_s) / DAY_S
+        ),
+        ideal_gpu_hours=ideal_gpu_hours,
+        ideal_cost_usd=cost,
+        gpu_hour_usd=scenario.cost.gpu_hour_usd,
+        cost_per_1B_tokens_usd=cost / (scenario.model.tokens / 1e9),
+    )

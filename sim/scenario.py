@@ -1,0 +1,564 @@
+"""Scenario files: safe YAML loading, `--set`/`--param` overrides, sweep expansion
+and validation into frozen pydantic models.
+
+This is the only place raw dicts exist. Everything downstream receives a
+validated `Scenario` (or one of its typed sub-configs). Every problem is raised
+as a `ScenarioError` that names the file, the key path and what was expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from sim.hardware import GPUS, GpuSpec
+
+# Keys of DESIGN.md's schema that later issues simulate. Until they land the
+# loader refuses them by name instead of ignoring them.
+NOT_SUPPORTED_YET: dict[str, str] = {
+    "cluster.pool_nodes": "cold node pools",
+    "cluster.host_selection_minutes": "cold node pools",
+    "cluster.lemon_fraction": "lemon nodes",
+    "cluster.lemon_rate_multiplier": "lemon nodes",
+    "performance.compute_efficiency": "MFU derived from the fabric (network issue)",
+    "performance.overlap": "MFU derived from the fabric (network issue)",
+    "network": "the network model (network issue)",
+    "storage.data_tier": "storage contention (storage issue)",
+    "storage.data_bytes_per_token": "storage contention (storage issue)",
+    "storage.backup": "checkpoint backups (storage issue)",
+    "storage.background_load": "storage contention (storage issue)",
+    "checkpoint.snapshot_GB_s_per_node": "async checkpoints (storage issue)",
+    "checkpoint.memory_every_steps": "in-memory checkpoints (storage issue)",
+    "repair": "the repair pipeline",
+    "stragglers": "stragglers",
+    "maintenance": "planned maintenance",
+}
+NOT_SUPPORTED_VALUES: dict[str, dict[Any, str]] = {
+    "checkpoint.mode": {"async": "async checkpoints (storage issue)"},
+    "failures.*.scope": {
+        "link": "link failures (network issue)",
+        "switch": "switch failures (network issue)",
+        "storage": "storage outages (storage issue)",
+    },
+}
+
+_NAME = r"^[a-z0-9_-]+$"
+
+
+class ScenarioError(Exception):
+    """Bad input: a one-paragraph message naming the file and key path."""
+
+    def __init__(self, source: str, path: str, message: str):
+        self.source, self.path, self.message = source, path, message
+        where = f"{source}: {path}: " if path else f"{source}: "
+        super().__init__(where + message)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Positive = Annotated[float, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class ModelConfig(_Section):
+    params: Positive
+    tokens: Positive
+    global_batch_tokens: PositiveInt
+    seq_len: PositiveInt | None = None
+    layers: PositiveInt | None = None
+    hidden: PositiveInt | None = None
+    flops_per_token: Positive | None = None
+
+
+class GpuConfig(_Section):
+    """A GPU given inline instead of by catalogue name."""
+
+    name: str
+    peak_tflops: Positive
+    memory_GB: Positive = 80.0
+    hbm_TB_s: Positive = 3.35
+    nvlink_GB_s: Positive = 900.0
+
+
+class ClusterConfig(_Section):
+    gpu: str | GpuConfig
+    nodes: PositiveInt
+    gpus_per_node: PositiveInt = 8
+    spare_nodes: Annotated[int, Field(ge=0, strict=True)] = 0
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, value: str | GpuConfig) -> str | GpuConfig:
+        if isinstance(value, str) and value not in GPUS:
+            raise ValueError(
+                f"unknown GPU {value!r}; expected one of {', '.join(sorted(GPUS))} "
+                "or a mapping {name, peak_tflops, memory_GB}"
+            )
+        return value
+
+    @property
+    def gpu_spec(self) -> GpuSpec:
+        if isinstance(self.gpu, str):
+            return GPUS[self.gpu]
+        return GpuSpec(**self.gpu.model_dump())
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+class ParallelismConfig(_Section):
+    tensor: PositiveInt = 1
+    pipeline: PositiveInt = 1
+    microbatches: PositiveInt | None = None
+
+
+class PerformanceConfig(_Section):
+    mfu: Fraction
+
+
+class TierConfig(_Section):
+    kind: Literal["lustre", "gpfs", "weka", "nfs", "object"] = "lustre"
+    write_GB_s: Positive
+    read_GB_s: Positive
+    capacity_TB: Positive
+
+
+class StorageConfig(_Section):
+    checkpoint_tier: TierConfig
+    client_GB_s_per_node: Positive = 25.0
+
+
+class CheckpointConfig(_Section):
+    interval_steps: PositiveInt | None = None
+    interval_minutes: Positive | None = None
+    interval: Literal["young", "daly"] | None = None
+    mode: Literal["sync"] = "sync"
+    state_bytes_per_param: Positive = 14.0
+    keep_last: PositiveInt = 5
+
+    @model_validator(mode="after")
+    def _one_interval(self) -> CheckpointConfig:
+        given = [
+            k
+            for k in ("interval_steps", "interval_minutes", "interval")
+            if getattr(self, k) is not None
+        ]
+        if len(given) != 1:
+            found = " and ".join(given) if given else "none"
+            raise ValueError(
+                "give exactly one of interval_steps, interval_minutes, interval (young | daly); "
+                f"found {found}"
+            )
+        return self
+
+
+class FailureClassConfig(_Section):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+    scope: Literal["gpu", "node", "job"]
+    mtbf_hours: Positive | None = None
+    rate_per_1k_gpu_day: Positive | None = None
+    distribution: Literal["exponential", "weibull", "lognormal"] = "exponential"
+    weibull_shape: Positive | None = None
+    lognormal_sigma: Positive | None = None
+    detect_minutes: NonNegative = 3.0
+    replace: bool | None = None
+    repair_hours: Positive = 48.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FailureClassConfig:
+        if (self.mtbf_hours is None) == (self.rate_per_1k_gpu_day is None):
+            raise ValueError("give exactly one of mtbf_hours or rate_per_1k_gpu_day")
+        if self.distribution == "weibull" and self.weibull_shape is None:
+            raise ValueError("distribution weibull needs weibull_shape")
+        if self.distribution != "weibull" and self.weibull_shape is not None:
+            raise ValueError("weibull_shape is only meaningful with distribution: weibull")
+        if self.distribution == "lognormal" and self.lognormal_sigma is None:
+            raise ValueError("distribution lognormal needs lognormal_sigma")
+        if self.distribution != "lognormal" and self.lognormal_sigma is not None:
+            raise ValueError("lognormal_sigma is only meaningful with distribution: lognormal")
+        if self.scope == "job" and self.replace:
+            raise ValueError(
+                "replace: true needs scope gpu or node (a job failure has no node to swap)"
+            )
+        return self
+
+    @property
+    def replaces_nodes(self) -> bool:
+        """`replace` defaults to true for hardware scopes and false for the job."""
+        return self.scope != "job" if self.replace is None else self.replace
+
+
+class RecoveryConfig(_Section):
+    policy: Literal["restart", "elastic"] = "restart"
+    restart_minutes: NonNegative = 10.0
+    elastic_min_fraction: Fraction = 0.75
+    rescale_minutes: NonNegative = 5.0
+
+
+class CostConfig(_Section):
+    gpu_hour_usd: NonNegative = 2.5
+
+
+class SimulationConfig(_Section):
+    replicas: PositiveInt = 1000
+    seed: Annotated[int, Field(ge=0, strict=True)] = 0
+    horizon_days: Positive = 730.0
+
+
+class Scenario(_Section):
+    """A validated scenario for one sweep point (no `sweep` key inside)."""
+
+    name: Annotated[str, Field(pattern=_NAME)]
+    description: str = ""
+    model: ModelConfig
+    cluster: ClusterConfig
+    parallelism: ParallelismConfig = ParallelismConfig()
+    performance: PerformanceConfig
+    storage: StorageConfig
+    checkpoint: CheckpointConfig
+    failures: list[FailureClassConfig] = []
+    recovery: RecoveryConfig = RecoveryConfig()
+    cost: CostConfig = CostConfig()
+    simulation: SimulationConfig = SimulationConfig()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Scenario:
+        gpus_per_replica = self.parallelism.tensor * self.parallelism.pipeline
+        if self.cluster.gpus % gpus_per_replica:
+            raise ValueError(
+                f"parallelism: tensor*pipeline = {gpus_per_replica} GPUs per data-parallel replica "
+                f"does not divide the job's {self.cluster.gpus} GPUs (cluster.nodes*gpus_per_node)"
+            )
+        names = [f.name for f in self.failures]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"failures: class names must be unique; repeated: {', '.join(dupes)}")
+        checkpoint_TB = self.model.params * self.checkpoint.state_bytes_per_param / 1e12
+        needed_TB = checkpoint_TB * self.checkpoint.keep_last
+        if needed_TB > self.storage.checkpoint_tier.capacity_TB:
+            raise ValueError(
+                f"storage.checkpoint_tier.capacity_TB: checkpoint.keep_last={self.checkpoint.keep_last} "
+                f"checkpoints of {checkpoint_TB:.3g} TB need {needed_TB:.3g} TB, more than the tier's "
+                f"{self.storage.checkpoint_tier.capacity_TB:.3g} TB"
+            )
+        return self
+
+
+SWEEPABLE_ROOT = Scenario  # the model whose key paths overrides and sweeps may name
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sweep point: the swept values that produced it and the scenario."""
+
+    index: int
+    params: dict[str, Any]
+    scenario: Scenario
+
+
+@dataclass(frozen=True)
+class ScenarioSet:
+    """A loaded scenario file: the resolved raw document and its sweep points."""
+
+    source: str
+    resolved: dict[str, Any]  # the document as run: overrides applied, sweep kept
+    points: list[Point]
+
+    @property
+    def name(self) -> str:
+        return self.points[0].scenario.name
+
+    @property
+    def base(self) -> Scenario:
+        return self.points[0].scenario
+
+    @property
+    def swept_keys(self) -> list[str]:
+        return list(self.resolved.get("sweep") or {})
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ScenarioError(source, "", f"cannot read the scenario file ({exc.strerror})") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ScenarioError(source, "", f"not valid YAML{where}: {problem}") from None
+    if not isinstance(document, dict):
+        raise ScenarioError(
+            source, "", "expected a YAML mapping of sections (name, model, cluster, ...)"
+        )
+    return document
+
+
+def load_scenario(
+    path: str | Path,
+    overrides: list[str] | None = None,
+    params: list[str] | None = None,
+) -> ScenarioSet:
+    """Read, override, expand and validate a scenario file."""
+    return load_document(read_yaml(path), str(path), overrides, params)
+
+
+def load_document(
+    document: dict[str, Any],
+    source: str = "<scenario>",
+    overrides: list[str] | None = None,
+    params: list[str] | None = None,
+) -> ScenarioSet:
+    raw = copy.deepcopy(document)
+    for item in overrides or []:
+        key, value = _split_assignment(source, item, "--set")
+        _check_path(source, key, raw, origin="--set")
+        _assign(raw, key, value)
+    sweep = dict(raw.get("sweep") or {})
+    if "sweep" in raw and not isinstance(raw["sweep"], dict):
+        raise ScenarioError(source, "sweep", "expected a mapping of dotted keys to lists of values")
+    for item in params or []:
+        key, value = _split_assignment(source, item, "--param")
+        values = (
+            [yaml.safe_load(v) for v in str(value).split(",")]
+            if isinstance(value, str)
+            else [value]
+        )
+        sweep[key] = values
+    if sweep:
+        raw["sweep"] = sweep
+    base = {k: v for k, v in raw.items() if k != "sweep"}
+    _reject_not_supported(source, base)
+    for key, values in sweep.items():
+        if not isinstance(values, list) or not values:
+            raise ScenarioError(source, f"sweep.{key}", "expected a non-empty list of values")
+        _check_path(source, key, base, origin="sweep")
+
+    points = []
+    keys = list(sweep)
+    for index, combo in enumerate(itertools.product(*(sweep[k] for k in keys))):
+        doc = copy.deepcopy(base)
+        point_params = dict(zip(keys, combo))
+        for key, value in point_params.items():
+            _assign(doc, key, value)
+        _reject_not_supported(source, doc)
+        scenario = _validate(source, doc, point_params)
+        points.append(Point(index=index, params=point_params, scenario=scenario))
+    return ScenarioSet(source=source, resolved=raw, points=points)
+
+
+def _validate(source: str, doc: dict[str, Any], point_params: dict[str, Any]) -> Scenario:
+    try:
+        return Scenario.model_validate(doc)
+    except ValidationError as exc:
+        problems = [_describe(error) for error in exc.errors()]
+        path = problems[0][0]
+        text = "; ".join(f"{p}: {m}" if p and i else m for i, (p, m) in enumerate(problems))
+        if point_params:
+            text += f" (at sweep point {point_params})"
+        raise ScenarioError(source, path, text) from None
+
+
+def _describe(error: dict[str, Any]) -> tuple[str, str]:
+    loc = [str(p) for p in error["loc"] if not _is_union_tag(p)]
+    path = ".".join(loc)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        allowed = ", ".join(parent.model_fields) if parent else ""
+        return path, f"unknown key {loc[-1]!r}" + (
+            f"; expected one of: {allowed}" if allowed else ""
+        )
+    if kind == "missing":
+        return path, "required key is missing"
+    message = error["msg"]
+    message = message.removeprefix("Value error, ")
+    got = error.get("input")
+    if kind not in ("value_error",) and not isinstance(got, dict | list):
+        message += f" (got {got!r})"
+    return path, message
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic inserts the union member's name ("str", "GpuConfig") into error locations
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or part[:1].isupper())
+
+
+def _model_at(parts: list[str]) -> type[BaseModel] | None:
+    model: Any = SWEEPABLE_ROOT
+    for part in parts:
+        if part.isdigit():
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        model = _submodel(field.annotation)
+        if model is None:
+            return None
+    return model
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType, list, Annotated):
+        for arg in typing.get_args(annotation):
+            found = _submodel(arg)
+            if found is not None:
+                return found
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+def _split_assignment(source: str, item: str, flag: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise ScenarioError(
+            source, item, f"{flag} expects KEY=VALUE, e.g. checkpoint.interval_steps=500"
+        )
+    key, _, text = item.partition("=")
+    key = key.strip()
+    if flag == "--param":
+        return key, text
+    try:
+        return key, yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise ScenarioError(
+            source, key, f"{flag} value {text!r} is not a valid YAML scalar"
+        ) from None
+
+
+def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None:
+    """A dotted key must name a key of the schema; list items by an existing index."""
+    if key in NOT_SUPPORTED_YET or key.split(".")[0] in NOT_SUPPORTED_YET:
+        raise ScenarioError(source, key, f"{origin}: {_not_yet_message(key)}")
+    parts = key.split(".")
+    model: Any = SWEEPABLE_ROOT
+    node: Any = raw
+    walked: list[str] = []
+    for part in parts:
+        walked.append(part)
+        here = ".".join(walked)
+        if model is None:
+            raise ScenarioError(
+                source, here, f"{origin} names a key that does not exist in the schema"
+            )
+        if isinstance(model, list):
+            if not part.isdigit():
+                raise ScenarioError(source, here, f"{origin}: expected a list index, got {part!r}")
+            items = node if isinstance(node, list) else []
+            if int(part) >= len(items):
+                raise ScenarioError(
+                    source,
+                    here,
+                    f"{origin}: list index {part} is out of range ({len(items)} items)",
+                )
+            model, node = model[0], items[int(part)]
+            continue
+        fields = model.model_fields
+        if part not in fields:
+            raise ScenarioError(
+                source,
+                here,
+                f"{origin} names a key that does not exist; expected one of: {', '.join(fields)}",
+            )
+        annotation = fields[part].annotation
+        sub = _submodel(annotation)
+        is_list = typing.get_origin(annotation) is list or any(
+            typing.get_origin(a) is list for a in typing.get_args(annotation)
+        )
+        node = node.get(part) if isinstance(node, dict) else None
+        model = [sub] if is_list else sub
+
+
+def _assign(doc: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    node: Any = doc
+    for part, nxt in zip(parts[:-1], parts[1:]):
+        if isinstance(node, list):
+            node = node[int(part)]
+            continue
+        if not isinstance(node.get(part), dict | list):
+            node[part] = [] if nxt.isdigit() else {}
+        node = node[part]
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def _not_yet_message(key: str) -> str:
+    feature = NOT_SUPPORTED_YET.get(key) or NOT_SUPPORTED_YET.get(key.split(".")[0], "")
+    return f"not supported yet: {key!r} belongs to {feature}, which this version does not simulate"
+
+
+def _reject_not_supported(source: str, doc: dict[str, Any]) -> None:
+    for key in NOT_SUPPORTED_YET:
+        if _has_key(doc, key):
+            raise ScenarioError(source, key, _not_yet_message(key))
+    for key, values in NOT_SUPPORTED_VALUES.items():
+        for path, value in _values_at(doc, key.split(".")):
+            if isinstance(value, str) and value in values:
+                raise ScenarioError(
+                    source,
+                    path,
+                    f"not supported yet: {value!r} belongs to {values[value]}, "
+                    "which this version does not simulate",
+                )
+
+
+def _has_key(doc: dict[str, Any], key: str) -> bool:
+    *parents, last = key.split(".")
+    node: Any = doc
+    for part in parents:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return isinstance(node, dict) and last in node
+
+
+def _values_at(node: Any, parts: list[str], prefix: str = ""):
+    if not parts:
+        yield prefix.rstrip("."), node
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                yield from _values_at(item, rest, f"{prefix}{i}.")
+    elif isinstance(node, dict) and head in node:
+        yield from _values_at(node[head], rest, f"{prefix}{head}.")
+
+
+def dump_resolved(scenario_set: ScenarioSet) -> str:
+    return yaml.safe_dump(scenario_set.resolved, sort_keys=False)
