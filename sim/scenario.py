@@ -69,6 +69,14 @@ class ScenarioError(Exception):
         super().__init__(where + message)
 
 
+class KeyPathError(ValueError):
+    """A cross-field check that knows which key is at fault (pydantic reports the parent)."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(message)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -245,21 +253,25 @@ class Scenario(_Section):
     def _cross_checks(self) -> Scenario:
         gpus_per_replica = self.parallelism.tensor * self.parallelism.pipeline
         if self.cluster.gpus % gpus_per_replica:
-            raise ValueError(
-                f"parallelism: tensor*pipeline = {gpus_per_replica} GPUs per data-parallel replica "
-                f"does not divide the job's {self.cluster.gpus} GPUs (cluster.nodes*gpus_per_node)"
+            raise KeyPathError(
+                "parallelism",
+                f"tensor*pipeline = {gpus_per_replica} GPUs per data-parallel replica "
+                f"does not divide the job's {self.cluster.gpus} GPUs (cluster.nodes*gpus_per_node)",
             )
         names = [f.name for f in self.failures]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"failures: class names must be unique; repeated: {', '.join(dupes)}")
+            raise KeyPathError(
+                "failures", f"class names must be unique; repeated: {', '.join(dupes)}"
+            )
         checkpoint_TB = self.model.params * self.checkpoint.state_bytes_per_param / 1e12
         needed_TB = checkpoint_TB * self.checkpoint.keep_last
         if needed_TB > self.storage.checkpoint_tier.capacity_TB:
-            raise ValueError(
-                f"storage.checkpoint_tier.capacity_TB: checkpoint.keep_last={self.checkpoint.keep_last} "
+            raise KeyPathError(
+                "storage.checkpoint_tier.capacity_TB",
+                f"checkpoint.keep_last={self.checkpoint.keep_last} "
                 f"checkpoints of {checkpoint_TB:.3g} TB need {needed_TB:.3g} TB, more than the tier's "
-                f"{self.storage.checkpoint_tier.capacity_TB:.3g} TB"
+                f"{self.storage.checkpoint_tier.capacity_TB:.3g} TB",
             )
         return self
 
@@ -387,6 +399,9 @@ def _validate(source: str, doc: dict[str, Any], point_params: dict[str, Any]) ->
 
 def _describe(error: dict[str, Any]) -> tuple[str, str]:
     loc = [str(p) for p in error["loc"] if not _is_union_tag(p)]
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, KeyPathError):
+        loc = [*loc, *cause.path.split(".")]
     path = ".".join(loc)
     kind = error["type"]
     if kind == "extra_forbidden":

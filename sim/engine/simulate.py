@@ -118,6 +118,9 @@ def simulate_replica(
     env.run(until=process)
 
     # finalise
+    assert cluster.active + cluster.spares + cluster.in_repair == plan.nodes + plan.spare_nodes, (
+        "nodes were not conserved"
+    )
     return _record(plan, replica, seed, job, ledger, cluster, env.now, trace)
 
 
@@ -136,6 +139,7 @@ def _record(
     wall_s: float,
     trace: list[dict] | None,
 ) -> RunRecord:
+    wall_s = float(wall_s)
     goodput = ledger.ideal_s / wall_s if wall_s > 0 else math.nan
     lost_work_hours = ledger.lost_work_s / HOUR_S
     gpu_hours = plan.billed_gpus * wall_s / HOUR_S
