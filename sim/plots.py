@@ -41,13 +41,16 @@ def time_to_train_cdf(table: pd.DataFrame, swept_keys: list[str] | None = None) 
             continue
         # unfinished replicas keep the CDF below 1: they never reach the end
         ax.step(days, np.arange(1, days.size + 1) / len(group), where="post", label=labels[point])
+    finished = table[table["finished"]]
+    if len(finished):
+        ideal_days = finished["ideal_hours"].iloc[0] / 24.0
+        ax.axvline(ideal_days, color="grey", linestyle="--", label=f"ideal {ideal_days:.2f} d")
     ax.set_xlabel("time to train (days)")
     ax.set_ylabel("share of replicas finished")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title("Time-to-train distribution")
-    if len(labels) > 1:
-        ax.legend(fontsize="small")
+    ax.legend(fontsize="small")
     return fig
 
 
