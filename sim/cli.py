@@ -147,6 +147,136 @@ def calc(scenario, overrides, as_json) -> None:
         console.print(table)
 
 
+@app.command(name="fabric")
+@scenario_argument
+@set_option
+@click.option(
+    "--degrade",
+    "degrade",
+    multiple=True,
+    metavar="LINK=FACTOR",
+    help="Scale a link's capacity, e.g. --degrade leaf0-spine0=0.5 (0 = failed; repeatable).",
+)
+@click.option(
+    "--fail-switch",
+    "fail_switch",
+    multiple=True,
+    metavar="NAME",
+    help="Take a spine or core switch out of routing, e.g. --fail-switch spine3 (repeatable).",
+)
+@json_option
+def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
+    """Fat-tree sizing, gradient all-reduce (analytic and SimPy), step breakdown, MFU, bottlenecks."""
+    from sim import fabric
+
+    loaded = load_scenario(scenario, list(overrides))
+    factors = {}
+    for item in degrade:
+        name, _, value = item.partition("=")
+        try:
+            factors[name.strip()] = float(value)
+        except ValueError:
+            raise click.BadParameter(
+                f"expected LINK=FACTOR, got {item!r}", param_hint="--degrade"
+            ) from None
+    try:
+        report = fabric.fabric_report(loaded.base, factors, set(fail_switch))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--degrade/--fail-switch") from None
+    if as_json:
+        doc = {
+            "scenario": loaded.name,
+            "fat_tree": {
+                **dataclasses.asdict(report.tree),
+                "switches": report.tree.switches,
+                "bisection_GB_s": report.tree.bisection_GB_s,
+            },
+            "gradient_allreduce": {
+                "bytes_per_rank": report.analytic.size_bytes,
+                "algorithm": report.analytic.algorithm,
+                "analytic_s": report.analytic.seconds,
+                "analytic_busbw_GB_s": report.analytic.busbw_GB_s,
+                "simulated_s": report.simulated.seconds,
+                "simulated_busbw_GB_s": report.simulated.busbw_GB_s,
+                "healthy_simulated_s": report.healthy_simulated.seconds,
+            },
+            "step": {
+                **dataclasses.asdict(report.breakdown),
+                "what_if_step_s": report.step_s,
+                "what_if_mfu": report.mfu,
+            },
+            "bottlenecks": [dataclasses.asdict(b) for b in report.simulated.bottlenecks],
+        }
+        print(json.dumps(doc))
+        return
+    console = _console()
+    t, a, sim_, b = report.tree, report.analytic, report.simulated, report.breakdown
+    table = Table(title=f"{loaded.name}: fabric", show_header=False, title_justify="left")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    rows = [
+        (
+            "fat tree",
+            f"{t.tiers} tiers, radix {t.radix}, oversubscription {t.oversubscription:g}:1",
+        ),
+        ("switches (leaf / spine / core)", f"{t.leaves} / {t.spines} / {t.cores} = {t.switches}"),
+        ("cables", f"{t.cables:,}"),
+        ("bisection bandwidth", f"{t.bisection_GB_s / 1e3:,.1f} TB/s"),
+        (
+            "gradient all-reduce per rank",
+            f"{a.size_bytes / 1e9:.2f} GB over {a.ranks} ranks ({a.algorithm})",
+        ),
+        ("  analytic", f"{a.seconds * 1e3:.1f} ms, busbw {a.busbw_GB_s:.1f} GB/s"),
+        (
+            "  SimPy fabric",
+            f"{report.healthy_simulated.seconds * 1e3:.1f} ms, busbw {report.healthy_simulated.busbw_GB_s:.1f} GB/s",
+        ),
+        *(
+            [
+                (
+                    "  SimPy fabric, what-if",
+                    f"{sim_.seconds * 1e3:.1f} ms, busbw {sim_.busbw_GB_s:.1f} GB/s",
+                )
+            ]
+            if sim_ is not report.healthy_simulated
+            else []
+        ),
+        ("step: compute", f"{b.compute_s:.3f} s"),
+        ("step: tensor-parallel comm", f"{b.tensor_parallel_s:.3f} s"),
+        ("step: pipeline bubble", f"{b.bubble_s:.3f} s"),
+        (
+            "step: exposed DP comm",
+            f"{b.exposed_data_parallel_s:.3f} s (of {b.data_parallel_s:.3f} s)",
+        ),
+        (
+            "step time",
+            f"{b.step_s:.3f} s"
+            + (f" → {report.step_s:.3f} s with what-ifs" if report.step_s != b.step_s else ""),
+        ),
+        (
+            "MFU",
+            f"{b.mfu:.3f}"
+            + (f" → {report.mfu:.3f} with what-ifs" if report.step_s != b.step_s else ""),
+        ),
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    console.print(table)
+    links = Table(title="most loaded links (lowest fair share first)", title_justify="left")
+    for column in ["link", "direction", "capacity GB/s", "flows", "share GB/s", "utilisation"]:
+        links.add_column(column, justify="left" if column in ("link", "direction") else "right")
+    for link in sim_.bottlenecks:
+        links.add_row(
+            link.name,
+            link.direction,
+            f"{link.capacity_GB_s:.1f}",
+            str(link.flows),
+            f"{link.share_GB_s:.1f}",
+            f"{link.utilisation:.0%}",
+        )
+    console.print(links)
+
+
 def _calc_rows(c: perf.Calculation) -> list[tuple[str, str]]:
     return [
         ("GPUs (data-parallel replicas)", f"{c.gpus:,} ({c.data_parallel_size})"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sim import network
 from sim.scenario import FailureClassConfig, Scenario, StorageConfig
 
 HOUR_S = 3600.0
@@ -34,12 +35,75 @@ def total_steps(scenario: Scenario) -> int:
     return math.ceil(scenario.model.tokens / scenario.model.global_batch_tokens)
 
 
+def model_flops_per_gpu_step(scenario: Scenario) -> float:
+    return flops_per_token(scenario) * scenario.model.global_batch_tokens / scenario.cluster.gpus
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Where one optimizer step's time goes (seconds), and the MFU that follows.
+
+    With `mfu` given, the step time is the model FLOPs at that MFU and `compute_s`
+    is what remains after the communication the fabric model exposes; with
+    `compute_efficiency`, the step is built up from its parts:
+    step = (compute + tensor-parallel) · (1 + (pipeline−1)/microbatches) + (1 − overlap) · DP all-reduce.
+    """
+
+    compute_s: float
+    tensor_parallel_s: float
+    bubble_s: float
+    data_parallel_s: float  # the whole gradient all-reduce
+    exposed_data_parallel_s: float
+    step_s: float
+    mfu: float
+    collective: str  # ring | tree, as chosen for the gradient all-reduce
+
+
+def step_breakdown(scenario: Scenario) -> StepBreakdown:
+    perf_cfg, para = scenario.performance, scenario.parallelism
+    peak = scenario.cluster.gpu_spec.peak_tflops * 1e12
+    flops = model_flops_per_gpu_step(scenario)
+    dp = network.gradient_allreduce(scenario)
+    exposed = (1.0 - perf_cfg.overlap) * dp.seconds
+    bubble_share = (para.pipeline - 1) / para.microbatches if para.microbatches else 0.0
+    if perf_cfg.mfu is not None:
+        step = flops / (peak * perf_cfg.mfu)
+        tp = (
+            network.tensor_parallel_s(scenario)
+            if (para.tensor == 1 or scenario.model.layers)
+            else 0.0
+        )
+        busy = max(0.0, step - exposed) / (1.0 + bubble_share)
+        compute = max(0.0, busy - tp)
+        return StepBreakdown(
+            compute, tp, busy * bubble_share, dp.seconds, exposed, step, perf_cfg.mfu, dp.algorithm
+        )
+    assert perf_cfg.compute_efficiency is not None
+    compute = flops / (peak * perf_cfg.compute_efficiency)
+    tp = network.tensor_parallel_s(scenario)
+    bubble = (compute + tp) * bubble_share
+    step = compute + tp + bubble + exposed
+    return StepBreakdown(
+        compute, tp, bubble, dp.seconds, exposed, step, flops / (peak * step), dp.algorithm
+    )
+
+
 def step_time_s(scenario: Scenario) -> float:
-    """Nominal step time of the full job: the step's FLOPs at MFU × peak of all GPUs."""
-    cluster = scenario.cluster
-    peak_flops = cluster.gpus * cluster.gpu_spec.peak_tflops * 1e12
-    step_flops = flops_per_token(scenario) * scenario.model.global_batch_tokens
-    return step_flops / (peak_flops * scenario.performance.mfu)
+    """Nominal step time of the full job: from MFU directly, or built from its parts."""
+    if scenario.performance.mfu is not None:
+        return model_flops_per_gpu_step(scenario) / (
+            scenario.cluster.gpu_spec.peak_tflops * 1e12 * scenario.performance.mfu
+        )
+    return step_breakdown(scenario).step_s
+
+
+def mfu(scenario: Scenario) -> float:
+    """The scenario's MFU: given, or derived from the step breakdown."""
+    return (
+        scenario.performance.mfu
+        if scenario.performance.mfu is not None
+        else step_breakdown(scenario).mfu
+    )
 
 
 def gpus_per_replica(scenario: Scenario) -> int:
@@ -222,8 +286,8 @@ def calculate(scenario: Scenario) -> Calculation:
         total_steps=steps,
         step_time_s=step_s,
         tokens_per_s=scenario.model.global_batch_tokens / step_s,
-        mfu=scenario.performance.mfu,
-        effective_tflops_per_gpu=scenario.performance.mfu * scenario.cluster.gpu_spec.peak_tflops,
+        mfu=mfu(scenario),
+        effective_tflops_per_gpu=mfu(scenario) * scenario.cluster.gpu_spec.peak_tflops,
         ideal_days=ideal_s / DAY_S,
         checkpoint_GB=checkpoint_GB(scenario),
         checkpoint_write_s=write_s,

@@ -35,9 +35,6 @@ NOT_SUPPORTED_YET: dict[str, str] = {
     "cluster.host_selection_minutes": "cold node pools",
     "cluster.lemon_fraction": "lemon nodes",
     "cluster.lemon_rate_multiplier": "lemon nodes",
-    "performance.compute_efficiency": "MFU derived from the fabric (network issue)",
-    "performance.overlap": "MFU derived from the fabric (network issue)",
-    "network": "the network model (network issue)",
     "storage.data_tier": "storage contention (storage issue)",
     "storage.data_bytes_per_token": "storage contention (storage issue)",
     "storage.backup": "checkpoint backups (storage issue)",
@@ -51,8 +48,6 @@ NOT_SUPPORTED_YET: dict[str, str] = {
 NOT_SUPPORTED_VALUES: dict[str, dict[Any, str]] = {
     "checkpoint.mode": {"async": "async checkpoints (storage issue)"},
     "failures.*.scope": {
-        "link": "link failures (network issue)",
-        "switch": "switch failures (network issue)",
         "storage": "storage outages (storage issue)",
     },
 }
@@ -141,7 +136,44 @@ class ParallelismConfig(_Section):
 
 
 class PerformanceConfig(_Section):
-    mfu: Fraction
+    """Exactly one of `mfu` (step time follows directly) or `compute_efficiency`
+    (matmul efficiency; MFU then follows from the bubble and exposed communication)."""
+
+    mfu: Fraction | None = None
+    compute_efficiency: Fraction | None = None
+    overlap: Annotated[float, Field(ge=0, le=1)] = 0.8
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> PerformanceConfig:
+        if (self.mfu is None) == (self.compute_efficiency is None):
+            raise ValueError("give exactly one of mfu or compute_efficiency")
+        return self
+
+
+class NetworkConfig(_Section):
+    """The InfiniBand fabric between nodes (NVLink inside a node comes from the GPU)."""
+
+    link_Gb_s: Positive = 400.0
+    nics_per_node: PositiveInt = 8
+    topology: Literal["fat-tree"] = "fat-tree"
+    switch_radix: Annotated[int, Field(ge=4, strict=True)] = 64
+    oversubscription: Annotated[float, Field(ge=1)] = 1.0
+    collective: Literal["ring", "tree", "auto"] = "ring"
+    latency_us: NonNegative = 5.0
+    # nccl-tests: ~46-48 GB/s per 400 Gb/s NDR NIC -> 47/50 (REFERENCES.md)
+    efficiency: Fraction = 0.94
+    # nccl-tests: ~370 GB/s intra-node busbw of 450 GB/s per direction on H100 NVLink
+    nvlink_efficiency: Fraction = 0.82
+    placement: Literal["contiguous", "scattered"] = "contiguous"
+
+    @field_validator("switch_radix")
+    @classmethod
+    def _even_radix(cls, value: int) -> int:
+        if value % 2:
+            raise ValueError(
+                f"switch_radix must be even (half the ports face down, half up); got {value}"
+            )
+        return value
 
 
 class TierConfig(_Section):
@@ -182,7 +214,7 @@ class CheckpointConfig(_Section):
 
 class FailureClassConfig(_Section):
     name: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
-    scope: Literal["gpu", "node", "job"]
+    scope: Literal["gpu", "node", "job", "link", "switch"]
     mtbf_hours: Positive | None = None
     rate_per_1k_gpu_day: Positive | None = None
     distribution: Literal["exponential", "weibull", "lognormal"] = "exponential"
@@ -213,7 +245,7 @@ class FailureClassConfig(_Section):
     @property
     def replaces_nodes(self) -> bool:
         """`replace` defaults to true for hardware scopes and false for the job."""
-        return self.scope != "job" if self.replace is None else self.replace
+        return self.scope not in ("job", "link") if self.replace is None else self.replace
 
 
 class RecoveryConfig(_Section):
@@ -242,6 +274,7 @@ class Scenario(_Section):
     cluster: ClusterConfig
     parallelism: ParallelismConfig = ParallelismConfig()
     performance: PerformanceConfig
+    network: NetworkConfig = NetworkConfig()
     storage: StorageConfig
     checkpoint: CheckpointConfig
     failures: list[FailureClassConfig] = []
@@ -258,6 +291,32 @@ class Scenario(_Section):
                 f"tensor*pipeline = {gpus_per_replica} GPUs per data-parallel replica "
                 f"does not divide the job's {self.cluster.gpus} GPUs (cluster.nodes*gpus_per_node)",
             )
+        net = self.network
+        if self.cluster.gpus_per_node % net.nics_per_node:
+            raise KeyPathError(
+                "network.nics_per_node",
+                f"{net.nics_per_node} NICs do not divide cluster.gpus_per_node={self.cluster.gpus_per_node} "
+                "(rail-optimised: each NIC serves the same number of GPUs)",
+            )
+        if self.performance.compute_efficiency is not None:
+            para, model = self.parallelism, self.model
+            if para.pipeline > 1 and para.microbatches is None:
+                raise KeyPathError(
+                    "parallelism.microbatches",
+                    "compute_efficiency mode with pipeline > 1 needs microbatches (bubble = (pipeline-1)/microbatches)",
+                )
+            if para.tensor > 1 and not (model.layers and model.hidden):
+                raise KeyPathError(
+                    "model.layers",
+                    "compute_efficiency mode with tensor > 1 needs model.layers and model.hidden "
+                    "(tensor-parallel traffic per step follows from them)",
+                )
+            if para.tensor > self.cluster.gpus_per_node:
+                raise KeyPathError(
+                    "parallelism.tensor",
+                    f"tensor={para.tensor} spans nodes; compute_efficiency mode models tensor parallelism "
+                    f"inside a node of {self.cluster.gpus_per_node} GPUs",
+                )
         names = [f.name for f in self.failures]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

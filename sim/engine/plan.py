@@ -116,7 +116,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             1, math.ceil(scenario.recovery.elastic_min_fraction * full_replicas - 1e-9)
         ),
         horizon_s=scenario.simulation.horizon_days * perf.DAY_S,
-        mfu=scenario.performance.mfu,
+        mfu=perf.mfu(scenario),
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         failure_classes=classes,
     )

@@ -1,0 +1,522 @@
+"""SimPy flow-level model of a collective on the scenario's fat tree.
+
+The fabric is a set of directed links (GPU NVLink egress, NIC ↔ leaf, leaf ↔
+spine, spine ↔ core) with capacities in GB/s. Each phase of a collective starts
+its flows at once; flows sharing a link share it max-min fairly; when a flow
+ends the survivors' rates are recomputed (a SimPy process advances from one
+completion to the next), and the phase ends with its slowest flow. Ring steps
+repeat the same traffic pattern, so one step is simulated and counted 2(n−1)
+times; a tree runs its reduce phase then its broadcast phase.
+
+Routing is static destination-mod-k over the surviving spines and cores, as an
+InfiniBand subnet manager does; rank placement (contiguous or scattered across
+leaves) is an input, and so are degraded links and failed spine/core switches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from sim import network, perf
+from sim.network import FatTree, Group, Layout
+from sim.scenario import Scenario
+
+
+@dataclass
+class Fabric:
+    """Links of one fat tree and the routes between NIC ports."""
+
+    tree: FatTree
+    rails: int
+    nodes: int
+    position: np.ndarray  # job node -> physical node position (placement)
+    names: list[str] = field(default_factory=list)  # undirected name, e.g. "leaf3-spine5"
+    directions: list[str] = field(default_factory=list)  # "up" / "down" / "egress"
+    capacity_GB_s: list[float] = field(default_factory=list)
+    _index: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def link(self, name: str, direction: str, capacity: float) -> int:
+        self._index[(name, direction)] = len(self.names)
+        self.names.append(name)
+        self.directions.append(direction)
+        self.capacity_GB_s.append(capacity)
+        return len(self.names) - 1
+
+    def id(self, name: str, direction: str) -> int:
+        return self._index[(name, direction)]
+
+    def has(self, name: str) -> bool:
+        return (name, "up") in self._index
+
+
+def build_fabric(
+    scenario: Scenario,
+    degrade: dict[str, float] | None = None,
+    failed_switches: set[str] | None = None,
+    placement_seed: int = 0,
+) -> tuple[Fabric, dict]:
+    """The scenario's fabric, one link per cable and direction.
+
+    `degrade` maps a cable ("leaf3-spine5.0", "node2.rail1") or a whole bundle
+    ("leaf3-spine5": every parallel cable) to a capacity factor (0 = failed);
+    `failed_switches` (e.g. {"spine3"}) are removed from routing.
+    """
+    net, cluster = scenario.network, scenario.cluster
+    rails = net.nics_per_node
+    tree = network.fat_tree(
+        cluster.nodes * rails, net.switch_radix, net.oversubscription, net.link_Gb_s, rails
+    )
+    if net.placement == "scattered":
+        position = np.random.default_rng(placement_seed).permutation(cluster.nodes)
+    else:
+        position = np.arange(cluster.nodes)
+    fabric = Fabric(tree, rails, cluster.nodes, position)
+    wanted = dict(degrade or {})
+    used: set[str] = set()
+    failed = set(failed_switches or ())
+    line = network.nic_GB_s(net)
+    nvlink = network.nvlink_GB_s(cluster.gpu_spec, net)
+    half = tree.radix // 2
+
+    def cable(name: str, bundle: str | None = None) -> None:
+        f = 1.0
+        for key in (bundle, name):
+            if key is not None and key in wanted:
+                f *= wanted[key]
+                used.add(key)
+        fabric.link(name, "up", line * f)
+        fabric.link(name, "down", line * f)
+
+    for node in range(cluster.nodes):
+        for gpu in range(cluster.gpus_per_node):
+            fabric.link(f"node{node}.gpu{gpu}.nvlink", "egress", nvlink)
+        for rail in range(rails):
+            cable(f"node{node}.rail{rail}")
+    # leaf uplink port j goes to spine j mod S (of its pod), as parallel cable j div S
+    spines_per_group = tree.spines if tree.tiers == 2 else half
+    for leaf in range(tree.leaves):
+        base = 0 if tree.tiers == 2 else (leaf // tree.leaves_per_pod) * half
+        for port in range(tree.leaf_up):
+            spine = base + port % spines_per_group
+            bundle = f"leaf{leaf}-spine{spine}"
+            cable(f"{bundle}.{port // spines_per_group}", bundle)
+    routing = {"spines_per_group": spines_per_group, "failed": failed, "cores_per_plane": 0}
+    if tree.tiers == 3:
+        pods = math.ceil(tree.leaves / tree.leaves_per_pod)
+        cores_per_plane = max(1, math.ceil(tree.cores / half))
+        routing.update(pods=pods, cores_per_plane=cores_per_plane)
+        # spine j of every pod connects to the cores of plane j; uplink port q to core q mod C
+        for pod in range(pods):
+            for j in range(half):
+                spine = pod * half + j
+                for port in range(half):
+                    core = j * cores_per_plane + port % cores_per_plane
+                    bundle = f"spine{spine}-core{core}"
+                    cable(f"{bundle}.{port // cores_per_plane}", bundle)
+    unknown = set(wanted) - used
+    if unknown:
+        raise ValueError(
+            f"unknown link(s) {sorted(unknown)}; names look like node0.rail0, leaf0-spine0[.0], spine0-core0[.0]"
+        )
+    spines = tree.spines if tree.tiers == 2 else routing["pods"] * half
+    switches = {f"spine{s}" for s in range(spines)} | {f"core{c}" for c in range(tree.cores)}
+    bad = failed - switches
+    if bad:
+        raise ValueError(
+            f"unknown or unsupported switch(es) {sorted(bad)}; spines and cores can fail "
+            "(a leaf failure takes its nodes out of the job instead)"
+        )
+    return fabric, routing
+
+
+def _leaf(fabric: Fabric, node: int, rail: int) -> int:
+    su = int(fabric.position[node]) // fabric.tree.leaf_down
+    return su * fabric.rails + rail
+
+
+def route(fabric: Fabric, routing: dict, src: tuple[int, int], dst: tuple[int, int]) -> list[int]:
+    """Links from NIC port (node, rail) to NIC port (node, rail).
+
+    Routing as InfiniBand's fat-tree engine does it: the destination's port
+    index j in its leaf picks the leaf uplink (spine j mod S, parallel cable
+    j div S) on both sides, and the destination leaf's index in its pod picks the
+    spine's uplink to a core, so every destination has its own way down and a
+    permutation (a ring) is non-blocking on a healthy tree. Dead cables and
+    failed switches are skipped by trying the next port.
+    """
+    (sn, sr), (dn, dr) = src, dst
+    tree, cap, failed = fabric.tree, fabric.capacity_GB_s, routing["failed"]
+    path = [fabric.id(f"node{sn}.rail{sr}", "up")]
+    ls, ld = _leaf(fabric, sn, sr), _leaf(fabric, dn, dr)
+    if ls != ld:
+        per = routing["spines_per_group"]
+        three = tree.tiers == 3
+        pod_s = ls // tree.leaves_per_pod if three else 0
+        pod_d = ld // tree.leaves_per_pod if three else 0
+        local = int(fabric.position[dn]) % tree.leaf_down
+        for attempt in range(tree.leaf_up):
+            j = (local + attempt) % tree.leaf_up
+            name_s = f"leaf{ls}-spine{pod_s * per + j % per}.{j // per}"
+            name_d = f"leaf{ld}-spine{pod_d * per + j % per}.{j // per}"
+            if {f"spine{pod_s * per + j % per}", f"spine{pod_d * per + j % per}"} & failed:
+                continue
+            up, down = fabric.id(name_s, "up"), fabric.id(name_d, "down")
+            if cap[up] <= 0 or cap[down] <= 0:
+                continue
+            if pod_s == pod_d:
+                path += [up, down]
+                break
+            core_hop = _core_hop(
+                fabric, routing, pod_s * per + j % per, pod_d * per + j % per, j % per, ld
+            )
+            if core_hop is not None:
+                path += [up, *core_hop, down]
+                break
+        else:
+            raise RuntimeError(f"leaf{ls} cannot reach leaf{ld}: no surviving spine/core path")
+    path.append(fabric.id(f"node{dn}.rail{dr}", "down"))
+    return path
+
+
+def _core_hop(
+    fabric: Fabric, routing: dict, s_up: int, s_down: int, plane: int, ld: int
+) -> list[int] | None:
+    """Spine → core → spine in `plane`, the spine uplink picked by the destination leaf."""
+    half = fabric.tree.radix // 2
+    cpp = routing["cores_per_plane"]
+    cap, failed = fabric.capacity_GB_s, routing["failed"]
+    start = ld % fabric.tree.leaves_per_pod
+    for attempt in range(half):
+        q = (start + attempt) % half
+        core = plane * cpp + q % cpp
+        if f"core{core}" in failed:
+            continue
+        up = fabric.id(f"spine{s_up}-core{core}.{q // cpp}", "up")
+        down = fabric.id(f"spine{s_down}-core{core}.{q // cpp}", "down")
+        if cap[up] > 0 and cap[down] > 0:
+            return [up, down]
+    return None
+
+
+# --------------------------------------------------------------------------- traffic
+
+
+@dataclass
+class Phase:
+    """Flows that start together: per flow its bytes and its links; repeated `repeat` times."""
+
+    name: str
+    bytes_per_flow: list[float] = field(default_factory=list)
+    paths: list[list[int]] = field(default_factory=list)
+    repeat: int = 1
+
+
+def _by_node(members: list[tuple[int, int]]) -> list[tuple[int, list[int]]]:
+    nodes: dict[int, list[int]] = {}
+    for node, gpu in members:
+        nodes.setdefault(node, []).append(gpu)
+    return list(nodes.items())
+
+
+def ring_phases(
+    fabric: Fabric, routing: dict, groups, size_bytes: float, gpus_per_node: int
+) -> list[Phase]:
+    """One ring step of every group at once: per channel, NVLink hops inside each node and
+    one inter-node hop on the channel's rail; repeated 2(n−1) times."""
+    step = Phase("ring step")
+    gpus_per_nic = gpus_per_node // fabric.rails
+    ranks = len(groups[0])
+    for members in groups:
+        per_node = _by_node(members)
+        k = len(per_node[0][1])
+        channels = max(1, math.ceil(k / gpus_per_nic)) if len(per_node) > 1 else k
+        chunk = size_bytes / channels / ranks
+        for c in range(channels):
+            for i, (node, gpus) in enumerate(per_node):
+                order = gpus[c % k :] + gpus[: c % k]
+                last = len(per_node) == 1
+                hops = order if last else order[:-1]
+                for gpu in hops:  # NVLink egress of each GPU that forwards inside the node
+                    step.bytes_per_flow.append(chunk)
+                    step.paths.append([fabric.id(f"node{node}.gpu{gpu}.nvlink", "egress")])
+                if not last:
+                    nxt = per_node[(i + 1) % len(per_node)][0]
+                    rail = order[0] // gpus_per_nic
+                    step.bytes_per_flow.append(chunk)
+                    step.paths.append(route(fabric, routing, (node, rail), (nxt, rail)))
+    step.repeat = 2 * (ranks - 1)
+    return [step]
+
+
+def _btree_parents(n: int) -> list[int]:
+    """NCCL's binary tree over ranks 0..n−1 (rank 0 the root): odd ranks are leaves."""
+    parents = [-1]
+    for rank in range(1, n):
+        bit = rank & -rank
+        up = (rank ^ bit) | (bit << 1)
+        parents.append(up if up < n else rank ^ bit)
+    return parents
+
+
+def _double_binary_tree(nodes: list[int]) -> list[list[tuple[int, int]]]:
+    """(child, parent) edges of NCCL's two complementary trees: the second is the first
+    shifted by one rank (even n) or mirrored (odd n), so a node is interior in at most one."""
+    n = len(nodes)
+    parents = _btree_parents(n)
+    role = (lambda r: (r + 1) % n) if n % 2 == 0 else (lambda r: n - 1 - r)
+    first = [(nodes[r], nodes[p]) for r, p in enumerate(parents) if p >= 0]
+    second = [(nodes[role(r)], nodes[role(p)]) for r, p in enumerate(parents) if p >= 0]
+    return [first, second]
+
+
+def tree_phases(
+    fabric: Fabric, routing: dict, groups, size_bytes: float, gpus_per_node: int
+) -> list[Phase]:
+    """NCCL's double binary tree between nodes, per channel: reduce up, then broadcast
+    down, S/2 per tree."""
+    up, down = Phase("tree reduce"), Phase("tree broadcast")
+    gpus_per_nic = gpus_per_node // fabric.rails
+    for members in groups:
+        per_node = _by_node(members)
+        nodes = [n for n, _ in per_node]
+        k = len(per_node[0][1])
+        channels = max(1, math.ceil(k / gpus_per_nic))
+        half = size_bytes / channels / 2
+        trees = _double_binary_tree(nodes)
+        for c in range(channels):
+            rail = per_node[0][1][c % k] // gpus_per_nic
+            for edges in trees:
+                for child, parent in edges:
+                    up.bytes_per_flow.append(half)
+                    up.paths.append(route(fabric, routing, (child, rail), (parent, rail)))
+                    down.bytes_per_flow.append(half)
+                    down.paths.append(route(fabric, routing, (parent, rail), (child, rail)))
+    return [up, down]
+
+
+# --------------------------------------------------------------------------- fluid simulation
+
+
+def max_min_rates(paths: list[list[int]], active: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates (GB/s) of the active flows by progressive filling."""
+    flow_of = np.repeat(np.arange(len(paths)), [len(p) for p in paths])
+    link_of = (
+        np.concatenate([np.asarray(p, dtype=np.int64) for p in paths])
+        if paths
+        else np.zeros(0, int)
+    )
+    rates = np.zeros(len(paths))
+    remaining = capacity.astype(float).copy()
+    open_entry = active[flow_of].copy()
+    while open_entry.any():
+        counts = np.bincount(link_of[open_entry], minlength=capacity.size)
+        used = counts > 0
+        share = np.full(capacity.size, np.inf)
+        share[used] = np.maximum(remaining[used], 0.0) / counts[used]
+        level = share.min()
+        bottleneck = used & (share <= level * (1 + 1e-12) + 1e-300)
+        hit = np.unique(flow_of[open_entry & bottleneck[link_of]])
+        rates[hit] = level
+        frozen_entry = open_entry & np.isin(flow_of, hit)
+        remaining -= np.bincount(link_of[frozen_entry], minlength=capacity.size) * level
+        open_entry &= ~frozen_entry
+    return rates
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    name: str
+    direction: str
+    capacity_GB_s: float
+    flows: int
+    share_GB_s: float  # the fair share each of its flows gets
+    utilisation: float
+
+
+@dataclass(frozen=True)
+class FabricResult:
+    kind: str
+    algorithm: str
+    size_bytes: float
+    ranks: int
+    seconds: float
+    phase_seconds: dict[str, float]
+    bottlenecks: list[LinkLoad]
+
+    @property
+    def busbw_GB_s(self) -> float:
+        return self.size_bytes / 1e9 / self.seconds * network.bus_factor(self.kind, self.ranks)
+
+
+def _run_phase(
+    env: simpy.Environment, phase: Phase, capacity: np.ndarray, out: dict
+) -> simpy.events.Event:
+    def process():
+        remaining = np.asarray(phase.bytes_per_flow, dtype=float) / 1e9  # GB
+        active = remaining > 0
+        start = env.now
+        first = True
+        while active.any():
+            rates = max_min_rates(phase.paths, active, capacity)
+            if first:
+                out["rates"], first = rates.copy(), False
+            if np.any(rates[active] <= 0):
+                raise RuntimeError(
+                    f"{phase.name}: a flow has no bandwidth (a failed link on its only path)"
+                )
+            times = np.where(active, remaining / np.where(rates > 0, rates, 1.0), np.inf)
+            dt = times.min()
+            yield env.timeout(dt)
+            remaining = np.where(active, remaining - rates * dt, remaining)
+            active &= remaining > 1e-12 * np.asarray(phase.bytes_per_flow) / 1e9
+        out["seconds"] = env.now - start
+
+    return env.process(process())
+
+
+def simulate_collective(
+    scenario: Scenario,
+    size_bytes: float,
+    groups: str = "data_parallel",
+    algorithm: str | None = None,
+    degrade: dict[str, float] | None = None,
+    failed_switches: set[str] | None = None,
+    top: int = 5,
+) -> FabricResult:
+    """Time one all-reduce of `size_bytes` per rank on the fabric (all groups at once).
+
+    `groups`: "data_parallel" (every DP group of the job concurrently, the gradient
+    all-reduce) or "all" (one collective over every GPU, as nccl-tests runs it).
+    """
+    net = scenario.network
+    para = scenario.parallelism
+    fabric, routing = build_fabric(scenario, degrade, failed_switches)
+    layout = Layout(
+        scenario.cluster.nodes,
+        scenario.cluster.gpus_per_node,
+        para.tensor if groups == "data_parallel" else 1,
+        para.pipeline if groups == "data_parallel" else 1,
+    )
+    members = layout.dp_groups() if groups == "data_parallel" else layout.everyone()
+    group = Group(
+        nodes=len({n for n, _ in members[0]}),
+        per_node=len(members[0]) // len({n for n, _ in members[0]}),
+    )
+    algorithm = algorithm or net.collective
+    if algorithm == "auto":
+        algorithm = network.collective(
+            "all_reduce",
+            size_bytes,
+            group,
+            net,
+            scenario.cluster.gpu_spec,
+            scenario.cluster.gpus_per_node,
+            "auto",
+        ).algorithm
+    if algorithm == "tree" and group.nodes > 1:
+        phases = tree_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)
+        latency = network.tree_cost(
+            size_bytes, group.nodes, 1.0, network.step_latency_s(group, net)
+        )[0]
+    else:
+        algorithm = "ring"
+        phases = ring_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)
+        latency = network.ring_cost(
+            "all_reduce", size_bytes, group.ranks, 1.0, network.step_latency_s(group, net)
+        )[0]
+    capacity = np.asarray(fabric.capacity_GB_s)
+    env = simpy.Environment()
+    results = [{} for _ in phases]
+
+    def collective():
+        for phase, out in zip(phases, results):
+            yield _run_phase(env, phase, capacity, out)
+
+    env.run(until=env.process(collective()))
+    phase_seconds = {p.name: out["seconds"] * p.repeat for p, out in zip(phases, results)}
+    seconds = latency + sum(phase_seconds.values())
+    return FabricResult(
+        "all_reduce",
+        algorithm,
+        size_bytes,
+        group.ranks,
+        seconds,
+        phase_seconds,
+        _bottlenecks(fabric, phases[0], results[0]["rates"], capacity, top),
+    )
+
+
+def _bottlenecks(
+    fabric: Fabric, phase: Phase, rates: np.ndarray, capacity: np.ndarray, top: int
+) -> list[LinkLoad]:
+    """The links whose fair share set the slowest flows of the phase, most crowded first."""
+    flow_of = np.repeat(np.arange(len(phase.paths)), [len(p) for p in phase.paths])
+    link_of = np.concatenate([np.asarray(p) for p in phase.paths])
+    counts = np.bincount(link_of, minlength=capacity.size)
+    load = np.bincount(link_of, weights=rates[flow_of], minlength=capacity.size)
+    used = np.flatnonzero(counts)
+    util = np.where(
+        capacity[used] > 0, load[used] / np.where(capacity[used] > 0, capacity[used], 1), np.inf
+    )
+    share = capacity[used] / counts[used]
+    order = np.lexsort((-counts[used], share))  # lowest fair share first, then most flows
+    return [
+        LinkLoad(
+            fabric.names[used[i]],
+            fabric.directions[used[i]],
+            float(capacity[used[i]]),
+            int(counts[used[i]]),
+            float(share[i]),
+            float(util[i]),
+        )
+        for i in order[:top]
+    ]
+
+
+@dataclass(frozen=True)
+class FabricReport:
+    """What `trainsim fabric` prints: sizing, the gradient all-reduce both ways, the step."""
+
+    tree: FatTree
+    analytic: network.CollectiveCost
+    simulated: FabricResult  # with the what-if degradations applied
+    healthy_simulated: FabricResult
+    breakdown: perf.StepBreakdown  # healthy fabric
+    step_s: float  # with the what-ifs: the extra exposed all-reduce time added
+    mfu: float
+
+
+def fabric_report(
+    scenario: Scenario,
+    degrade: dict[str, float] | None = None,
+    failed_switches: set[str] | None = None,
+) -> FabricReport:
+    net = scenario.network
+    size = network.gradient_bytes_per_rank(scenario)
+    tree = network.fat_tree(
+        scenario.cluster.nodes * net.nics_per_node,
+        net.switch_radix,
+        net.oversubscription,
+        net.link_Gb_s,
+        net.nics_per_node,
+    )
+    healthy = simulate_collective(scenario, size)
+    what_if = (
+        simulate_collective(scenario, size, degrade=degrade, failed_switches=failed_switches)
+        if (degrade or failed_switches)
+        else healthy
+    )
+    breakdown = perf.step_breakdown(scenario)
+    step = breakdown.step_s + (1.0 - scenario.performance.overlap) * (
+        what_if.seconds - healthy.seconds
+    )
+    mfu = perf.model_flops_per_gpu_step(scenario) / (
+        scenario.cluster.gpu_spec.peak_tflops * 1e12 * step
+    )
+    return FabricReport(
+        tree, network.gradient_allreduce(scenario), what_if, healthy, breakdown, step, mfu
+    )

@@ -1,0 +1,322 @@
+"""NCCL-style collective costs (α–β) and fat-tree sizing. Pure functions.
+
+Bandwidths are per direction in GB/s. A collective over `ranks` GPUs, `per_node`
+of them in each node, runs as NCCL does on a rail-optimised fabric: one ring or
+tree channel per NIC the group uses; the bus bandwidth is the slower of the
+node's NVLink and its NICs. Latencies and the nccl-tests bus-bandwidth factors
+are from ../shared/REFERENCES.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.hardware import GpuSpec
+from sim.scenario import NetworkConfig, Scenario
+
+NCCL_BASE_LATENCY_S = 8.4e-6  # NCCL tuning base latency, ring and tree, Simple protocol
+NVLINK_HOP_LATENCY_S = 3.4e-6  # per NVLink hop
+ALGORITHMS = ("ring", "tree")
+KINDS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def nic_GB_s(net: NetworkConfig) -> float:
+    """Achievable bandwidth of one NIC port, per direction: line rate (Gb/s → GB/s) × efficiency."""
+    return net.link_Gb_s / 8.0 * net.efficiency
+
+
+def nvlink_GB_s(gpu: GpuSpec, net: NetworkConfig) -> float:
+    """Achievable NVLink bandwidth of one GPU, per direction (the spec sheet gives both directions)."""
+    return gpu.nvlink_GB_s / 2.0 * net.nvlink_efficiency
+
+
+@dataclass(frozen=True)
+class Group:
+    """The GPUs of one collective: `nodes` nodes with `per_node` ranks each."""
+
+    nodes: int
+    per_node: int
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.per_node
+
+
+def channels(group: Group, net: NetworkConfig, gpus_per_node: int) -> int:
+    """NICs (rails) the group's ranks in one node drive: each GPU's traffic leaves on its own rail."""
+    gpus_per_nic = gpus_per_node // net.nics_per_node
+    return max(1, math.ceil(group.per_node / gpus_per_nic))
+
+
+def bus_GB_s(group: Group, net: NetworkConfig, gpu: GpuSpec, gpus_per_node: int) -> float:
+    """The bandwidth a ring or tree of this group sustains (nccl-tests 'busbw' at large sizes).
+
+    Inside one node every GPU forwards one chunk per channel over NVLink. Across
+    nodes each channel leaves on its own rail, and each GPU forwards k−1 of the k
+    channels over NVLink (the channel's entry GPU hands over to the NIC), so the
+    NVLink bound is B_nvlink·k/(k−1) against k NICs.
+    """
+    nvlink = nvlink_GB_s(gpu, net)
+    k = group.per_node
+    if group.nodes == 1:
+        return nvlink
+    nics = channels(group, net, gpus_per_node) * nic_GB_s(net)
+    return min(nvlink * k / (k - 1), nics) if k > 1 else nics
+
+
+def step_latency_s(group: Group, net: NetworkConfig) -> float:
+    """One step of a collective waits for its slowest hop: inter-node once the group spans nodes."""
+    return net.latency_us * 1e-6 if group.nodes > 1 else NVLINK_HOP_LATENCY_S
+
+
+def bus_factor(kind: str, ranks: int) -> float:
+    """nccl-tests: busbw = algbw × factor."""
+    if ranks <= 1:
+        return 0.0
+    return 2.0 * (ranks - 1) / ranks if kind == "all_reduce" else (ranks - 1) / ranks
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    kind: str
+    algorithm: str
+    size_bytes: float
+    ranks: int
+    seconds: float
+    latency_s: float
+    bandwidth_s: float
+
+    @property
+    def algbw_GB_s(self) -> float:
+        return self.size_bytes / 1e9 / self.seconds if self.seconds > 0 else math.inf
+
+    @property
+    def busbw_GB_s(self) -> float:
+        return self.algbw_GB_s * bus_factor(self.kind, self.ranks)
+
+
+def ring_cost(
+    kind: str, size_bytes: float, ranks: int, bw_GB_s: float, alpha_s: float
+) -> tuple[float, float]:
+    """(latency, bandwidth) seconds of a ring: all-reduce 2(n−1)·α + 2(n−1)/n·S/B; RS/AG half that."""
+    if ranks <= 1:
+        return 0.0, 0.0
+    steps = 2 * (ranks - 1) if kind == "all_reduce" else ranks - 1
+    return NCCL_BASE_LATENCY_S + steps * alpha_s, steps / ranks * size_bytes / (bw_GB_s * 1e9)
+
+
+def tree_cost(size_bytes: float, nodes: int, bw_GB_s: float, alpha_s: float) -> tuple[float, float]:
+    """(latency, bandwidth) seconds of a double-binary-tree all-reduce: 2·⌈log2 n⌉·α + 2·S/B
+    (reduce up, then broadcast down; each rank moves S each way over its trees)."""
+    if nodes <= 1:
+        return 0.0, 0.0
+    depth = math.ceil(math.log2(nodes))
+    return NCCL_BASE_LATENCY_S + 2 * depth * alpha_s, 2.0 * size_bytes / (bw_GB_s * 1e9)
+
+
+def collective(
+    kind: str,
+    size_bytes: float,
+    group: Group,
+    net: NetworkConfig,
+    gpu: GpuSpec,
+    gpus_per_node: int,
+    algorithm: str | None = None,
+) -> CollectiveCost:
+    """Cost of one collective of `size_bytes` per rank over `group`.
+
+    `algorithm` defaults to the scenario's `network.collective`; `auto` picks the
+    faster of ring and tree at this size, as NCCL's tuner does. Reduce-scatter and
+    all-gather are rings.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown collective {kind!r}; expected one of {KINDS}")
+    algorithm = algorithm or net.collective
+    bw = bus_GB_s(group, net, gpu, gpus_per_node)
+    alpha = step_latency_s(group, net)
+    candidates = {"ring": ring_cost(kind, size_bytes, group.ranks, bw, alpha)}
+    if kind == "all_reduce" and group.nodes > 1:
+        # the tree runs between nodes; inside a node the ranks form a chain over NVLink
+        candidates["tree"] = tree_cost(size_bytes, group.nodes, bw, alpha)
+    if algorithm == "auto":
+        algorithm = min(candidates, key=lambda a: sum(candidates[a]))
+    elif algorithm not in candidates:
+        algorithm = "ring"  # a tree of one node, or RS/AG: NCCL runs a ring
+    latency, bandwidth = candidates[algorithm]
+    return CollectiveCost(
+        kind, algorithm, size_bytes, group.ranks, latency + bandwidth, latency, bandwidth
+    )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the ranks of the job sit: tensor innermost, then pipeline, then data parallel."""
+
+    nodes: int
+    gpus_per_node: int
+    tensor: int
+    pipeline: int
+
+    @property
+    def data_parallel(self) -> int:
+        return self.nodes * self.gpus_per_node // (self.tensor * self.pipeline)
+
+    def dp_groups(self) -> list[list[tuple[int, int]]]:
+        """Each data-parallel group as (node, local gpu) pairs in rank order."""
+        groups = []
+        for p in range(self.pipeline):
+            for t in range(self.tensor):
+                members = []
+                for d in range(self.data_parallel):
+                    rank = (d * self.pipeline + p) * self.tensor + t
+                    members.append((rank // self.gpus_per_node, rank % self.gpus_per_node))
+                groups.append(members)
+        return groups
+
+    def everyone(self) -> list[list[tuple[int, int]]]:
+        return [[(n, g) for n in range(self.nodes) for g in range(self.gpus_per_node)]]
+
+    def dp_group(self) -> Group:
+        """Shape of one data-parallel group (all groups have the same shape)."""
+        members = self.dp_groups()[0]
+        nodes = len({n for n, _ in members})
+        return Group(nodes, len(members) // nodes)
+
+
+def gradient_bytes_per_rank(scenario: Scenario) -> float:
+    """DDP/ZeRO-1 gradient all-reduce: 2 bytes (bf16) per parameter the rank holds."""
+    para = scenario.parallelism
+    return 2.0 * scenario.model.params / (para.tensor * para.pipeline)
+
+
+def layout(scenario: Scenario) -> Layout:
+    para, cluster = scenario.parallelism, scenario.cluster
+    return Layout(cluster.nodes, cluster.gpus_per_node, para.tensor, para.pipeline)
+
+
+def gradient_allreduce(scenario: Scenario, algorithm: str | None = None) -> CollectiveCost:
+    """Analytic cost of the gradient all-reduce over one data-parallel group."""
+    cluster = scenario.cluster
+    return collective(
+        "all_reduce",
+        gradient_bytes_per_rank(scenario),
+        layout(scenario).dp_group(),
+        scenario.network,
+        cluster.gpu_spec,
+        cluster.gpus_per_node,
+        algorithm,
+    )
+
+
+def tensor_parallel_s(scenario: Scenario) -> float:
+    """Tensor-parallel all-reduces inside the node per step and GPU (Megatron: 2 forward and
+    2 backward per layer and microbatch, each of tokens·hidden bf16 activations)."""
+    para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
+    if para.tensor == 1:
+        return 0.0
+    assert model.layers and model.hidden
+    dp = layout(scenario).data_parallel
+    tokens = model.global_batch_tokens / dp
+    layers = model.layers / para.pipeline
+    volume = 4 * layers * tokens * model.hidden * 2.0
+    ops = 4 * layers * (para.microbatches or 1)
+    group = Group(1, para.tensor)
+    one = collective(
+        "all_reduce",
+        volume,
+        group,
+        scenario.network,
+        cluster.gpu_spec,
+        cluster.gpus_per_node,
+        "ring",
+    )
+    return one.seconds + (ops - 1) * one.latency_s
+
+
+# --------------------------------------------------------------------------- fat tree
+
+
+@dataclass(frozen=True)
+class FatTree:
+    """Switch and cable counts of a rail-optimised fat tree for `endpoints` NIC ports."""
+
+    endpoints: int
+    radix: int
+    oversubscription: float
+    tiers: int
+    leaf_down: int  # leaf ports facing endpoints
+    leaf_up: int  # leaf ports facing spines
+    leaves: int
+    spines: int
+    cores: int
+    cables: int
+    link_GB_s: float  # line rate per port, per direction
+
+    @property
+    def switches(self) -> int:
+        return self.leaves + self.spines + self.cores
+
+    @property
+    def bisection_GB_s(self) -> float:
+        """Half the endpoints talking to the other half, at line rate, thinned by oversubscription."""
+        return self.endpoints / 2.0 * self.link_GB_s / self.oversubscription
+
+    @property
+    def leaves_per_pod(self) -> int:
+        return self.leaves if self.tiers < 3 else (self.radix // 2) ** 2 // self.leaf_up
+
+
+def fat_tree(
+    endpoints: int,
+    radix: int,
+    oversubscription: float = 1.0,
+    link_Gb_s: float = 400.0,
+    rails: int = 1,
+) -> FatTree:
+    """Size a fat tree: leaves split ports down:up = oversubscription:1.
+
+    Two tiers while every leaf can reach every spine (leaves ≤ radix, so up to
+    radix²/2 endpoints non-blocking); else three tiers of pods (up to radix³/4).
+    Non-blocking counts match NVIDIA's SuperPOD (k=64): 1,024 GPUs → 32 leaf +
+    16 spine; 4,096 → 128 + 128 + 64 core; 16,384 → 512 + 512 + 256. With
+    `rails` NICs per node (rail-optimised), a leaf serves one rail of `down` nodes.
+    """
+    k = radix
+    up = max(1, round(k / (1.0 + oversubscription)))
+    down = k - up
+    leaves = math.ceil(endpoints / rails / down) * rails
+    uplinks = leaves * up
+    if leaves <= k:
+        spines = math.ceil(uplinks / k)
+        return FatTree(
+            endpoints,
+            k,
+            oversubscription,
+            2,
+            down,
+            up,
+            leaves,
+            spines,
+            0,
+            endpoints + uplinks,
+            link_Gb_s / 8.0,
+        )
+    spines = math.ceil(uplinks / (k // 2))
+    cores = math.ceil(spines * (k // 2) / k)
+    limit = k**3 // 4
+    if endpoints > limit * (down / (k / 2)):
+        raise ValueError(f"{endpoints} endpoints exceed a three-tier fat tree of radix {k}")
+    return FatTree(
+        endpoints,
+        k,
+        oversubscription,
+        3,
+        down,
+        up,
+        leaves,
+        spines,
+        cores,
+        endpoints + uplinks + spines * (k // 2),
+        link_Gb_s / 8.0,
+    )
