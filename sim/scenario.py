@@ -154,7 +154,7 @@ class NetworkConfig(_Section):
     """The InfiniBand fabric between nodes (NVLink inside a node comes from the GPU)."""
 
     link_Gb_s: Positive = 400.0
-    nics_per_node: PositiveInt = 8
+    nics_per_node: PositiveInt = 8  # the scenario fills in cluster.gpus_per_node when not given
     topology: Literal["fat-tree"] = "fat-tree"
     switch_radix: Annotated[int, Field(ge=4, strict=True)] = 64
     oversubscription: Annotated[float, Field(ge=1)] = 1.0
@@ -281,6 +281,18 @@ class Scenario(_Section):
     recovery: RecoveryConfig = RecoveryConfig()
     cost: CostConfig = CostConfig()
     simulation: SimulationConfig = SimulationConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_nic_per_gpu_by_default(cls, data: Any) -> Any:
+        """`network.nics_per_node` defaults to one NIC per GPU (rail-optimised)."""
+        if isinstance(data, dict) and isinstance(data.get("cluster"), dict):
+            network = data.get("network", {})
+            if isinstance(network, dict) and "nics_per_node" not in network:
+                gpus = data["cluster"].get("gpus_per_node", 8)
+                if isinstance(gpus, int) and gpus > 0:
+                    data = {**data, "network": {**network, "nics_per_node": gpus}}
+        return data
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Scenario:
