@@ -242,3 +242,23 @@ def test_bad_override_and_not_yaml_and_missing_file(tmp_path):
     assert r.returncode == 2 and "cannot read" in r.stderr
     r = trainsim("run", REFERENCE, "--replicas", "0")
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_fabric_reports_sizing_collective_step_and_bottleneck():
+    r = trainsim("fabric", REFERENCE, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert (doc["fat_tree"]["leaves"], doc["fat_tree"]["spines"]) == (32, 16)
+    g = doc["gradient_allreduce"]
+    assert g["simulated_s"] == pytest.approx(g["analytic_s"], rel=0.02)
+    r = trainsim("fabric", REFERENCE, "--degrade", "leaf0-spine0=0.5", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["bottlenecks"][0]["name"] == "leaf0-spine0.0"
+    assert doc["step"]["what_if_step_s"] > doc["step"]["step_s"]
+    r = trainsim("fabric", REFERENCE, "--fail-switch", "spine3")
+    assert r.returncode == 0 and "most loaded links" in r.stdout and "bisection" in r.stdout
+
+
+def test_fabric_bad_what_if_is_bad_input():
+    r = trainsim("fabric", REFERENCE, "--degrade", "leaf0-spine999=0.5")
+    assert r.returncode == 2 and "unknown link" in r.stderr and "Traceback" not in r.stderr

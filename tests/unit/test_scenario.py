@@ -60,7 +60,11 @@ def test_defaults_fill_optional_sections():
         ({"repair": {"auto_minutes": 120}}, "repair", "not supported yet"),
         ({"network": {"switch_radix": 63}}, "network.switch_radix", "even"),
         ({"network": {"nics_per_node": 3}}, "network.nics_per_node", "do not divide"),
-        ({"performance": {"compute_efficiency": 0.5}}, "performance", "exactly one of mfu or compute_efficiency"),
+        (
+            {"performance": {"compute_efficiency": 0.5}},
+            "performance",
+            "exactly one of mfu or compute_efficiency",
+        ),
         ({"checkpoint": {"mode": "async"}}, "checkpoint.mode", "not supported yet"),
         (
             {"failures": [{"name": "s", "scope": "storage", "mtbf_hours": 5}]},

@@ -1,0 +1,106 @@
+"""Collective costs and fat-tree sizing against REFERENCES.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim import network, perf
+from sim.hardware import GPUS
+from sim.scenario import NetworkConfig, load_scenario
+from tests.conftest import ROOT
+
+H100 = GPUS["H100-SXM"]
+NDR = NetworkConfig(nics_per_node=8)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "tiers", "leaves", "spines", "cores"),
+    [
+        (1024, 2, 32, 16, 0),  # NVIDIA SuperPOD, NDR, radix 64
+        (2048, 2, 64, 32, 0),
+        (4096, 3, 128, 128, 64),
+        (16384, 3, 512, 512, 256),
+    ],
+)
+def test_superpod_sizing(gpus, tiers, leaves, spines, cores):
+    tree = network.fat_tree(gpus, 64, 1.0, 400, rails=8)
+    assert (tree.tiers, tree.leaves, tree.spines, tree.cores) == (tiers, leaves, spines, cores)
+    assert tree.cables == (2 * gpus if tiers == 2 else 3 * gpus)  # REFERENCES: N + N, or 3N
+
+
+def test_oversubscription_thins_the_uplinks():
+    tree = network.fat_tree(1024, 64, 3.0, 400)
+    assert (tree.leaf_down, tree.leaf_up) == (48, 16)
+    assert tree.bisection_GB_s == pytest.approx(
+        network.fat_tree(1024, 64, 1.0, 400).bisection_GB_s / 3
+    )
+
+
+def test_nccl_tests_bus_bandwidth_at_large_sizes():
+    # all GPUs of 16 nodes, 8 NDR NICs each, 16 GB (nccl-tests' top size): measured busbw
+    # ~370-390 GB/s (REFERENCES.md)
+    cost = network.collective("all_reduce", 16e9, network.Group(16, 8), NDR, H100, 8, "ring")
+    assert 370 <= cost.busbw_GB_s <= 390
+    # one node over NVLink: ~370 GB/s measured
+    inside = network.collective("all_reduce", 8e9, network.Group(1, 8), NDR, H100, 8, "ring")
+    assert 360 <= inside.busbw_GB_s <= 380
+
+
+def test_small_messages_are_latency_bound():
+    cost = network.collective("all_reduce", 8e3, network.Group(16, 8), NDR, H100, 8, "ring")
+    assert cost.latency_s > 0.95 * cost.seconds
+    auto = network.collective("all_reduce", 8e3, network.Group(16, 8), NDR, H100, 8, "auto")
+    assert (
+        auto.algorithm == "tree" and auto.seconds < cost.seconds
+    )  # NCCL picks the tree when small
+    # auto is the faster of the two at every size; a large message on few nodes favours the ring
+    big = network.collective("all_reduce", 8e9, network.Group(2, 8), NDR, H100, 8, "auto")
+    assert big.algorithm == "ring"
+    for size in (8e3, 8e6, 8e9):
+        costs = [
+            network.collective("all_reduce", size, network.Group(16, 8), NDR, H100, 8, a).seconds
+            for a in ("ring", "tree", "auto")
+        ]
+        assert costs[2] == min(costs[:2])
+
+
+def test_alpha_beta_formulas():
+    lat, bw = network.ring_cost("all_reduce", 1e9, 4, 10.0, 1e-5)
+    assert lat == pytest.approx(network.NCCL_BASE_LATENCY_S + 6 * 1e-5)
+    assert bw == pytest.approx(2 * 3 / 4 * 1e9 / 10e9)
+    lat, bw = network.ring_cost("all_gather", 1e9, 4, 10.0, 1e-5)
+    assert bw == pytest.approx(3 / 4 * 1e9 / 10e9)
+    assert network.bus_factor("all_reduce", 8) == pytest.approx(1.75)
+
+
+def compute_mode(*overrides: str):
+    return load_scenario(
+        ROOT / "scenarios/llama70b-1k.yaml",
+        ["performance.mfu=null", "performance.compute_efficiency=0.6", *overrides],
+    ).base
+
+
+def test_compute_efficiency_mode_gives_a_published_mfu():
+    breakdown = perf.step_breakdown(compute_mode())
+    assert 0.40 <= breakdown.mfu <= 0.55  # Megatron/PaLM/Llama 3/MegaScale range (REFERENCES.md)
+    assert breakdown.step_s == pytest.approx(
+        breakdown.compute_s
+        + breakdown.tensor_parallel_s
+        + breakdown.bubble_s
+        + breakdown.exposed_data_parallel_s
+    )
+    assert breakdown.bubble_s == pytest.approx(
+        (breakdown.compute_s + breakdown.tensor_parallel_s) * 3 / 32
+    )
+    assert perf.mfu(compute_mode()) == breakdown.mfu
+
+
+def test_slower_links_lower_the_mfu():
+    hdr, ndr, xdr = (perf.mfu(compute_mode(f"network.link_Gb_s={g}")) for g in (200, 400, 800))
+    assert hdr < ndr < xdr
+    # with less overlap the fabric matters more
+    hdr0, ndr0 = (
+        perf.mfu(compute_mode(f"network.link_Gb_s={g}", "performance.overlap=0"))
+        for g in (200, 400)
+    )
+    assert ndr0 - hdr0 > ndr - hdr
