@@ -378,6 +378,65 @@ def _run_phase(
     return env.process(process())
 
 
+@dataclass
+class Traffic:
+    """One all-reduce laid out on the fabric: its phases, algorithm, latency and group."""
+
+    fabric: Fabric
+    routing: dict
+    phases: list[Phase]
+    algorithm: str
+    latency_s: float
+    group: Group
+
+
+def traffic(
+    scenario: Scenario,
+    size_bytes: float,
+    groups: str = "data_parallel",
+    algorithm: str | None = None,
+    degrade: dict[str, float] | None = None,
+    failed_switches: set[str] | None = None,
+) -> Traffic:
+    """Lay out one all-reduce of `size_bytes` per rank on the scenario's fabric."""
+    net = scenario.network
+    para = scenario.parallelism
+    fabric, routing = build_fabric(scenario, degrade, failed_switches)
+    data_parallel = groups == "data_parallel"
+    layout = Layout(
+        scenario.cluster.nodes,
+        scenario.cluster.gpus_per_node,
+        para.tensor if data_parallel else 1,
+        para.pipeline if data_parallel else 1,
+    )
+    members = layout.dp_groups() if data_parallel else layout.everyone()
+    group = (
+        layout.dp_group()
+        if data_parallel
+        else Group(scenario.cluster.nodes, scenario.cluster.gpus_per_node)
+    )
+    algorithm = algorithm or net.collective
+    if algorithm == "auto":
+        algorithm = network.collective(
+            "all_reduce",
+            size_bytes,
+            group,
+            net,
+            scenario.cluster.gpu_spec,
+            scenario.cluster.gpus_per_node,
+            "auto",
+        ).algorithm
+    alpha = network.step_latency_s(group, net)
+    if algorithm == "tree" and group.nodes > 1:
+        phases = tree_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)
+        latency = network.tree_cost(size_bytes, group.nodes, 1.0, alpha)[0]
+    else:
+        algorithm = "ring"
+        phases = ring_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)
+        latency = network.ring_cost("all_reduce", size_bytes, group.ranks, 1.0, alpha)[0]
+    return Traffic(fabric, routing, phases, algorithm, latency, group)
+
+
 def simulate_collective(
     scenario: Scenario,
     size_bytes: float,
@@ -392,45 +451,11 @@ def simulate_collective(
     `groups`: "data_parallel" (every DP group of the job concurrently, the gradient
     all-reduce) or "all" (one collective over every GPU, as nccl-tests runs it).
     """
-    net = scenario.network
-    para = scenario.parallelism
-    fabric, routing = build_fabric(scenario, degrade, failed_switches)
-    layout = Layout(
-        scenario.cluster.nodes,
-        scenario.cluster.gpus_per_node,
-        para.tensor if groups == "data_parallel" else 1,
-        para.pipeline if groups == "data_parallel" else 1,
-    )
-    members = layout.dp_groups() if groups == "data_parallel" else layout.everyone()
-    group = Group(
-        nodes=len({n for n, _ in members[0]}),
-        per_node=len(members[0]) // len({n for n, _ in members[0]}),
-    )
-    algorithm = algorithm or net.collective
-    if algorithm == "auto":
-        algorithm = network.collective(
-            "all_reduce",
-            size_bytes,
-            group,
-            net,
-            scenario.cluster.gpu_spec,
-            scenario.cluster.gpus_per_node,
-            "auto",
-        ).algorithm
-    if algorithm == "tree" and group.nodes > 1:
-        phases = tree_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)
-        latency = network.tree_cost(
-            size_bytes, group.nodes, 1.0, network.step_latency_s(group, net)
-        )[0]
-    else:
-        algorithm = "ring"
-        phases = ring_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)
-        latency = network.ring_cost(
-            "all_reduce", size_bytes, group.ranks, 1.0, network.step_latency_s(group, net)
-        )[0]
+    laid = traffic(scenario, size_bytes, groups, algorithm, degrade, failed_switches)
+    fabric, phases = laid.fabric, laid.phases
     capacity = np.asarray(fabric.capacity_GB_s)
     env = simpy.Environment()
-    results = [{} for _ in phases]
+    results: list[dict] = [{} for _ in phases]
 
     def collective():
         for phase, out in zip(phases, results):
@@ -438,12 +463,12 @@ def simulate_collective(
 
     env.run(until=env.process(collective()))
     phase_seconds = {p.name: out["seconds"] * p.repeat for p, out in zip(phases, results)}
-    seconds = latency + sum(phase_seconds.values())
+    seconds = laid.latency_s + sum(phase_seconds.values())
     return FabricResult(
         "all_reduce",
-        algorithm,
+        laid.algorithm,
         size_bytes,
-        group.ranks,
+        laid.group.ranks,
         seconds,
         phase_seconds,
         _bottlenecks(fabric, phases[0], results[0]["rates"], capacity, top),
@@ -519,4 +544,71 @@ def fabric_report(
     )
     return FabricReport(
         tree, network.gradient_allreduce(scenario), what_if, healthy, breakdown, step, mfu
+    )
+
+
+class Degradation:
+    """Extra step time while inter-switch cables or spine/core switches are down.
+
+    Built once per sweep point; the engine asks `extra_step_s(failed)` when the
+    set of failed fabric parts changes. While no part a flow of the gradient
+    all-reduce uses is down, nothing moves and nothing is lost; other sets
+    (all their parts: reroutes may land on any survivor) run the flow model once and are cached (per
+    object, so per worker chunk: no module state). A partitioned fabric costs
+    an infinite extra: the job cannot step until a repair reconnects it.
+    """
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.size = network.gradient_bytes_per_rank(scenario)
+        self.exposure = 1.0 - scenario.performance.overlap
+        laid = traffic(scenario, self.size)
+        fabric, phases = laid.fabric, laid.phases
+        self.cables = [n for n, d in zip(fabric.names, fabric.directions) if d == "up" and "-" in n]
+        self.leaves = fabric.tree.leaves
+        spines = [f"spine{i}" for i in range(_spine_count(fabric))]
+        self.switches = (
+            [f"leaf{i}" for i in range(self.leaves)]
+            + spines
+            + [f"core{i}" for i in range(fabric.tree.cores)]
+        )
+        used_links = {fabric.names[i] for phase in phases for path in phase.paths for i in path}
+        self.used = {n for n in used_links if "-" in n}
+        self.used |= {
+            part
+            for n in self.used
+            for part in n.split(".")[0].split("-")
+            if not part.startswith("leaf")
+        }
+        self.leaf_down = fabric.tree.leaf_down
+        self.rails = fabric.rails
+        self.healthy_s = simulate_collective(scenario, self.size).seconds
+        self._cache: dict[frozenset[str], float] = {frozenset(): 0.0}
+
+    def nodes_under_leaf(self, leaf: int, nodes: int) -> tuple[int, ...]:
+        su = leaf // self.rails
+        return tuple(range(su * self.leaf_down, min(nodes, (su + 1) * self.leaf_down)))
+
+    def extra_step_s(self, failed: frozenset[str]) -> float:
+        if not failed & self.used:
+            return 0.0  # nothing the all-reduce uses is down: no flow moves
+        if failed not in self._cache:
+            cables = {p: 0.0 for p in failed if "-" in p}
+            switches = {p for p in failed if "-" not in p}
+            try:
+                seconds = simulate_collective(
+                    self.scenario, self.size, degrade=cables, failed_switches=switches
+                ).seconds
+            except RuntimeError:
+                seconds = math.inf  # partitioned: no path left for some flow until a repair
+            self._cache[failed] = self.exposure * max(0.0, seconds - self.healthy_s)
+        return self._cache[failed]
+
+
+def _spine_count(fabric: Fabric) -> int:
+    tree = fabric.tree
+    return (
+        tree.spines
+        if tree.tiers == 2
+        else math.ceil(tree.leaves / tree.leaves_per_pod) * (tree.radix // 2)
     )

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from sim.hardware import GpuSpec
-from sim.scenario import NetworkConfig, Scenario
+from sim.scenario import NetworkConfig, Scenario, fat_tree_ports, max_fat_tree_endpoints
 
 NCCL_BASE_LATENCY_S = 8.4e-6  # NCCL tuning base latency, ring and tree, Simple protocol
 NVLINK_HOP_LATENCY_S = 3.4e-6  # per NVLink hop
@@ -283,8 +283,7 @@ def fat_tree(
     `rails` NICs per node (rail-optimised), a leaf serves one rail of `down` nodes.
     """
     k = radix
-    up = max(1, round(k / (1.0 + oversubscription)))
-    down = k - up
+    down, up = fat_tree_ports(k, oversubscription)
     leaves = math.ceil(endpoints / rails / down) * rails
     uplinks = leaves * up
     if leaves <= k:
@@ -304,8 +303,7 @@ def fat_tree(
         )
     spines = math.ceil(uplinks / (k // 2))
     cores = math.ceil(spines * (k // 2) / k)
-    limit = k**3 // 4
-    if endpoints > limit * (down / (k / 2)):
+    if endpoints > max_fat_tree_endpoints(k, oversubscription):
         raise ValueError(f"{endpoints} endpoints exceed a three-tier fat tree of radix {k}")
     return FatTree(
         endpoints,

@@ -143,12 +143,31 @@ def checkpoint_load_s(scenario: Scenario, nodes: int | None = None) -> float:
 # --------------------------------------------------------------------------- failures
 
 
+def fat_tree(scenario: Scenario) -> network.FatTree:
+    net = scenario.network
+    return network.fat_tree(
+        scenario.cluster.nodes * net.nics_per_node,
+        net.switch_radix,
+        net.oversubscription,
+        net.link_Gb_s,
+        net.nics_per_node,
+    )
+
+
 def components(failure: FailureClassConfig, scenario: Scenario) -> int:
-    """How many independent components of this class the full job uses."""
+    """How many independent components of this class the full job uses: its GPUs, its
+    nodes, the job itself, the fabric's inter-switch cables, or its switches."""
+    if failure.scope == "link":
+        tree = fat_tree(scenario)
+        return tree.cables - tree.endpoints
+    if failure.scope == "switch":
+        return fat_tree(scenario).switches
     return {"gpu": scenario.cluster.gpus, "node": scenario.cluster.nodes, "job": 1}[failure.scope]
 
 
-def gpus_per_component(failure: FailureClassConfig, scenario: Scenario) -> int:
+def gpus_per_component(failure: FailureClassConfig, scenario: Scenario) -> float:
+    if failure.scope in ("link", "switch"):
+        return scenario.cluster.gpus / components(failure, scenario)
     return {"gpu": 1, "node": scenario.cluster.gpus_per_node, "job": scenario.cluster.gpus}[
         failure.scope
     ]

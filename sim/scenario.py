@@ -150,6 +150,18 @@ class PerformanceConfig(_Section):
         return self
 
 
+def fat_tree_ports(radix: int, oversubscription: float) -> tuple[int, int]:
+    """Leaf ports facing (endpoints, spines): split down:up = oversubscription:1."""
+    up = max(1, round(radix / (1.0 + oversubscription)))
+    return radix - up, up
+
+
+def max_fat_tree_endpoints(radix: int, oversubscription: float) -> int:
+    """Endpoints a three-tier fat tree of this radix can serve (radix³/4 when non-blocking)."""
+    down, _ = fat_tree_ports(radix, oversubscription)
+    return int(radix**3 // 4 * down / (radix / 2))
+
+
 class NetworkConfig(_Section):
     """The InfiniBand fabric between nodes (NVLink inside a node comes from the GPU)."""
 
@@ -309,6 +321,13 @@ class Scenario(_Section):
                 "network.nics_per_node",
                 f"{net.nics_per_node} NICs do not divide cluster.gpus_per_node={self.cluster.gpus_per_node} "
                 "(rail-optimised: each NIC serves the same number of GPUs)",
+            )
+        endpoints = self.cluster.nodes * net.nics_per_node
+        if endpoints > max_fat_tree_endpoints(net.switch_radix, net.oversubscription):
+            raise KeyPathError(
+                "network.switch_radix",
+                f"{endpoints} NIC ports exceed a three-tier fat tree of radix {net.switch_radix} "
+                f"(at most {max_fat_tree_endpoints(net.switch_radix, net.oversubscription)}); use a larger radix",
             )
         if self.performance.compute_efficiency is not None:
             para, model = self.parallelism, self.model

@@ -48,7 +48,10 @@ class Cluster:
         for source in self.sources:
             source.activate(slots)
 
-    def send_to_repair(self, node: int, class_index: int, repair_mean_s: float) -> None:
+    def send_to_repair(
+        self, node: int, class_index: int, repair_mean_s: float, repair_s: float | None = None
+    ) -> None:
+        """The node leaves its slot; it returns to the spares after `repair_s` (or a draw)."""
         if not self.filled[node]:
             return  # already out (two failures of the same node merged)
         self.filled[node] = False
@@ -57,7 +60,11 @@ class Cluster:
             source.deactivate((node,))
         self.in_repair += 1
         self.nodes_replaced += 1
-        duration = self.repair_rngs[class_index].exponential(repair_mean_s)
+        duration = (
+            repair_s
+            if repair_s is not None
+            else self.repair_rngs[class_index].exponential(repair_mean_s)
+        )
         self.env.process(self._repair(duration))
 
     def resize(self, nodes: int) -> None:

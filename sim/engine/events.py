@@ -7,15 +7,30 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Failure:
-    """A failure of one component the job uses; `node` is the node slot (None: the job itself)."""
+    """A failure of one component the job uses.
+
+    `nodes` are the job's node slots it takes out (none for the job itself or a
+    fabric part); `component` indexes the class's components (a cable, a switch).
+    A fixed `repair_s` brings the nodes back together (a leaf switch repaired).
+    """
 
     class_index: int
     name: str
     time_s: float
-    node: int | None
+    nodes: tuple[int, ...]
     detect_s: float
     replace: bool
     repair_mean_s: float
+    scope: str = "job"
+    component: int = 0
+    repair_s: float | None = None
+
+
+@dataclass(frozen=True)
+class FabricChanged:
+    """The step time changed because fabric parts failed or came back."""
+
+    time_s: float
 
 
 @dataclass(frozen=True)

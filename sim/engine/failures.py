@@ -36,16 +36,16 @@ class FailureSource:
         self.failure_class = failure_class
         self.rng = rng
         self.strike = strike
-        # components per node slot; 0 means one component for the whole job
-        self.per_node = {"gpu": gpus_per_node, "node": 1, "job": 0}[failure_class.scope]
-        size = nodes * self.per_node if self.per_node else 1
+        # components per node slot; 0 means job-wide components (the job, cables, switches)
+        self.per_node = {"gpu": gpus_per_node, "node": 1}.get(failure_class.scope, 0)
+        size = nodes * self.per_node if self.per_node else failure_class.components
         self.ends_s = np.full(size, math.inf)
         self._wake_s = math.inf
         self._process: simpy.Process | None = None
 
     def start(self) -> None:
         if self.per_node == 0:
-            self.ends_s[0] = self.env.now + self._draw(1)[0]
+            self.ends_s[:] = self.env.now + self._draw(self.ends_s.size)
         self._process = self.env.process(self._run())
 
     def activate(self, node_slots: np.ndarray) -> None:
@@ -92,9 +92,11 @@ class FailureSource:
                     class_index=fc.index,
                     name=fc.name,
                     time_s=env.now,
-                    node=index // self.per_node if self.per_node else None,
+                    nodes=(index // self.per_node,) if self.per_node else (),
                     detect_s=fc.detect_s,
                     replace=fc.replace,
                     repair_mean_s=fc.repair_mean_s,
+                    scope=fc.scope,
+                    component=index,
                 )
             )

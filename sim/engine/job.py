@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from sim.engine.cluster import Cluster
-from sim.engine.events import Failure, NodesAvailable
+from sim.engine.events import FabricChanged, Failure, NodesAvailable
 from sim.engine.plan import ReplicaPlan
 from sim.engine.stretch import Stretch
 
@@ -112,6 +112,10 @@ class Job:
         self.durable_step = 0
         self.finished = False
         self._waiting_for_nodes = False
+        self.extra_step_s = 0.0  # from degraded fabric parts, set by FabricState
+        self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
+        # work toward the next checkpoint carried across a step-time change
+        self._carry_compute_s = self._carry_write_s = self._done_steps = self._written_s = 0.0
         self.process: simpy.Process | None = None
 
     # ---- called by other processes
@@ -120,10 +124,15 @@ class Job:
         self.process = self.env.process(self._run())
         return self.process
 
-    def strike(self, failure: Failure) -> None:
+    def strike(self, failure: Failure, counted: bool = False) -> None:
         if self.process is not None and self.process.is_alive:
-            self.ledger.failures[failure.class_index] += 1
+            if not counted:
+                self.ledger.failures[failure.class_index] += 1
             self.process.interrupt(failure)
+
+    def fabric_changed(self) -> None:
+        if self.process is not None and self.process.is_alive:
+            self.process.interrupt(FabricChanged(self.env.now))
 
     def node_returned(self) -> None:
         """A repaired node joined the spares: wake the job only if it waits or could grow."""
@@ -161,12 +170,15 @@ class Job:
                 start_step=self.durable_step,
                 total_steps=plan.total_steps,
                 interval_steps=plan.interval_steps,
-                step_s=plan.step_s_with(replicas),
+                step_s=plan.step_s_with(replicas) + self.extra_step_s,
                 write_s=plan.write_s(nodes),
+                done_steps=self._done_steps,
+                written_s=self._written_s,
             )
             t0 = env.now
             # an elastic job that is short of nodes grows back at its next checkpoint
             grow_at = 1 if self._can_grow() else None
+            fabric_changed = False
             while True:
                 k = stretch.checkpoints if grow_at is None else grow_at
                 target = stretch.checkpoint_due_s(k)
@@ -177,6 +189,10 @@ class Job:
                     if isinstance(cause, Failure):
                         self._book(stretch, stretch.position(env.now - t0), t0)
                         return cause
+                    if isinstance(cause, FabricChanged):
+                        self._book(stretch, stretch.position(env.now - t0), t0, continuing=True)
+                        fabric_changed = True
+                        break
                     if grow_at is None and self._can_grow():
                         grow_at = stretch.next_checkpoint(env.now - t0)
                     continue
@@ -187,6 +203,8 @@ class Job:
                 if k >= stretch.checkpoints:
                     return FINISHED
                 break  # a checkpoint boundary where the elastic job grows back
+            if fabric_changed:
+                continue  # same interval, new step time
             grown = self.policy.nodes_to_run(self.cluster.available)
             if grown is not None and grown > nodes:
                 self.cluster.resize(grown)
@@ -195,22 +213,53 @@ class Job:
                 if failure is not None:
                     return failure
 
-    def _book(self, stretch: Stretch, position, t0: float) -> None:
-        """Book a stretch that ended at `position`: kept steps and checkpoints, and the lost tail."""
-        ledger = self.ledger
+    def _book(self, stretch: Stretch, position, t0: float, continuing: bool = False) -> None:
+        """Book a stretch that ended at `position`.
+
+        Checkpoints it made durable keep their steps (ideal + slowdown) and writes
+        (stall), including work carried over from before a step-time change. The
+        work since the last durable checkpoint is lost, or, if the job is
+        `continuing` at a new step time, carried into the next stretch.
+        """
+        ledger, plan = self.ledger, self.plan
         kept_steps = position.durable_step - stretch.start_step
-        ledger.ideal_s += kept_steps * self.plan.step_s
-        ledger.slowdown_s += kept_steps * (stretch.step_s - self.plan.step_s)
-        ledger.checkpoint_stall_s += position.checkpoints * stretch.write_s
-        ledger.lost_work_s += position.pending_compute_s + position.aborted_write_s
-        ledger.checkpoints_written += position.checkpoints
+        if position.checkpoints:
+            compute_s = self._carry_compute_s + stretch.first_compute_s
+            compute_s += (kept_steps - stretch.first_steps) * stretch.step_s
+            write_s = self._carry_write_s + (stretch.write_s - self._written_s)
+            write_s += (position.checkpoints - 1) * stretch.write_s
+            ledger.ideal_s += kept_steps * plan.step_s
+            ledger.slowdown_s += compute_s - kept_steps * plan.step_s
+            ledger.checkpoint_stall_s += write_s
+            ledger.checkpoints_written += position.checkpoints
+            self._carry_compute_s = self._carry_write_s = self._done_steps = self._written_s = 0.0
+            if self.timeline is not None:
+                self._trace(
+                    "train",
+                    t0,
+                    compute_s + write_s,
+                    steps=kept_steps,
+                    checkpoints=position.checkpoints,
+                )
         self.durable_step = position.durable_step
-        if self.timeline is not None:
-            kept_s = kept_steps * stretch.step_s + position.checkpoints * stretch.write_s
-            self._trace("train", t0, kept_s, steps=kept_steps, checkpoints=position.checkpoints)
-            lost_s = position.pending_compute_s + position.aborted_write_s
-            if lost_s > 0:
-                self._trace("lost work", t0 + kept_s, lost_s, rolled_back_to=position.durable_step)
+        if continuing:
+            self._carry_compute_s += position.pending_compute_s
+            self._carry_write_s += position.aborted_write_s
+            self._done_steps += position.pending_compute_s / stretch.step_s
+            self._written_s += position.aborted_write_s
+            return
+        lost_s = (
+            self._carry_compute_s
+            + self._carry_write_s
+            + position.pending_compute_s
+            + position.aborted_write_s
+        )
+        ledger.lost_work_s += lost_s
+        self._carry_compute_s = self._carry_write_s = self._done_steps = self._written_s = 0.0
+        if self.timeline is not None and lost_s > 0:
+            self._trace(
+                "lost work", self.env.now - lost_s, lost_s, rolled_back_to=position.durable_step
+            )
 
     def _detect(self, first: Failure):
         """Hold until the first failure is noticed; failures meanwhile merge into it."""
@@ -223,13 +272,10 @@ class Job:
     def _replace(self, failures: list[Failure]):
         """Failed nodes leave for repair; spares fill in; the policy may wait for more nodes."""
         for failure in failures:
-            if failure.replace and failure.node is not None:
-                self.cluster.send_to_repair(
-                    failure.node, failure.class_index, failure.repair_mean_s
-                )
+            self._send_to_repair(failure)
         while True:
             nodes = self.policy.nodes_to_run(self.cluster.available)
-            if nodes is not None:
+            if nodes is not None and not self.fabric_partitioned:
                 self.cluster.resize(nodes)
                 return
             start = self.env.now
@@ -240,10 +286,14 @@ class Job:
             self.ledger.node_wait_s += self.env.now - start
             self._trace("wait for nodes", start, self.env.now - start)
             for failure in merged:
-                if failure.replace and failure.node is not None:
-                    self.cluster.send_to_repair(
-                        failure.node, failure.class_index, failure.repair_mean_s
-                    )
+                self._send_to_repair(failure)
+
+    def _send_to_repair(self, failure: Failure) -> None:
+        if failure.replace:
+            for node in failure.nodes:
+                self.cluster.send_to_repair(
+                    node, failure.class_index, failure.repair_mean_s, failure.repair_s
+                )
 
     def _restart(self):
         """Launch and load the last durable checkpoint; returns a failure that aborted it, or None."""
@@ -274,7 +324,7 @@ class Job:
                     if merge is None:
                         return cause
                     merge(cause)
-                elif until_nodes:
+                elif until_nodes and isinstance(cause, NodesAvailable):
                     return None
                 continue
             setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)

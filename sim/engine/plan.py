@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sim import perf
 from sim.distributions import Distribution, lifetime
+from sim.fabric import Degradation
 from sim.scenario import Scenario
 
 
@@ -18,7 +19,8 @@ from sim.scenario import Scenario
 class FailureClassPlan:
     index: int
     name: str
-    scope: str  # gpu | node | job
+    scope: str  # gpu | node | job | link | switch
+    components: int  # job-wide scopes: the job (1), the fabric's cables or switches
     lifetime_s: Distribution  # of one component
     detect_s: float
     replace: bool
@@ -48,6 +50,7 @@ class ReplicaPlan:
     mfu: float
     gpu_hour_usd: float
     failure_classes: tuple[FailureClassPlan, ...]
+    fabric: Degradation | None = None  # only when link or switch failures are simulated
 
     @property
     def gpus(self) -> int:
@@ -82,6 +85,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             index=i,
             name=f.name,
             scope=f.scope,
+            components=perf.components(f, scenario) if f.scope in ("job", "link", "switch") else 0,
             lifetime_s=lifetime(
                 f.distribution,
                 perf.component_mtbf_hours(f, scenario) * perf.HOUR_S,
@@ -119,4 +123,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         mfu=perf.mfu(scenario),
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         failure_classes=classes,
+        fabric=Degradation(scenario)
+        if any(f.scope in ("link", "switch") for f in scenario.failures)
+        else None,
     )

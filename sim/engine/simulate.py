@@ -17,12 +17,13 @@ import simpy
 
 from sim.engine.cluster import Cluster
 from sim.engine.events import Failure
+from sim.engine.fabricstate import FabricState
 from sim.engine.failures import FailureSource
 from sim.engine.job import Job, Ledger
 from sim.engine.plan import ReplicaPlan
 
 # Stream table: fixed ids, only ever appended to (changing one changes every result).
-STREAMS = {"failure_lifetimes": 0, "repair_times": 1}
+STREAMS = {"failure_lifetimes": 0, "repair_times": 1, "fabric_repairs": 2}
 
 HOUR_S = 3600.0
 
@@ -82,9 +83,13 @@ def simulate_replica(
 
     # build
     job_ref: list[Job] = []
+    fabric_ref: list[FabricState] = []
 
     def strike(failure: Failure) -> None:
-        job_ref[0].strike(failure)
+        if failure.scope in ("link", "switch"):
+            fabric_ref[0].strike(failure)
+        else:
+            job_ref[0].strike(failure)
 
     sources = [
         FailureSource(
@@ -107,12 +112,21 @@ def simulate_replica(
     )
     job = Job(env, plan, cluster, ledger, trace)
     job_ref.append(job)
+    if plan.fabric is not None:
+        fabric_ref.append(
+            FabricState(
+                env,
+                plan,
+                job,
+                [stream(seed, replica, "fabric_repairs", fc.index) for fc in plan.failure_classes],
+            )
+        )
     cluster.fill_all()
     for source in sources:
         source.start()
     process = job.start()
     for failure in injected:
-        env.process(_inject(env, job, failure))
+        env.process(_inject(env, strike, failure))
 
     # run
     env.run(until=process)
@@ -124,9 +138,9 @@ def simulate_replica(
     return _record(plan, replica, seed, job, ledger, cluster, env.now, trace)
 
 
-def _inject(env: simpy.Environment, job: Job, failure: Failure):
+def _inject(env: simpy.Environment, strike, failure: Failure):
     yield env.timeout(failure.time_s)
-    job.strike(failure)
+    strike(failure)
 
 
 def _record(

@@ -14,13 +14,13 @@ NODE_NEVER = [
 
 
 def crash(t: float, detect_s: float = 60.0) -> Failure:
-    return Failure(0, "crash", t, None, detect_s, False, 0.0)
+    return Failure(0, "crash", t, (), detect_s, False, 0.0)
 
 
 def node_failure(
     t: float, node: int = 0, detect_s: float = 60.0, repair_s: float = 3600.0
 ) -> Failure:
-    return Failure(0, "node", t, node, detect_s, True, repair_s)
+    return Failure(0, "node", t, (node,), detect_s, True, repair_s, scope="node")
 
 
 def identity_holds(r) -> bool:

@@ -25,7 +25,11 @@ def test_sample_mean_matches_analytic_mean(dist):
 def test_stretch_positions():
     s = Stretch(start_step=200, total_steps=1000, interval_steps=300, step_s=1.0, write_s=10.0)
     # cycles: [200,500] 300 s + 10 s write, [500,800], tail [800,1000] 200 s + 10 s
-    assert (s.full_cycles, s.tail_steps, s.checkpoints) == (2, 200, 3)
+    assert (s.full_cycles, s.tail_steps, s.checkpoints) == (
+        1,
+        200,
+        3,
+    )  # full cycles after the first
     assert s.duration_s == 2 * 310 + 210
     p = s.position(100.0)
     assert (p.checkpoints, p.durable_step, p.pending_compute_s, p.aborted_write_s) == (
@@ -45,4 +49,34 @@ def test_stretch_positions():
     assert (p.checkpoints, p.durable_step, p.pending_compute_s) == (2, 800, 50.0)
     assert s.position(s.duration_s).durable_step == 1000
     assert s.next_checkpoint(315.0) == 2 and s.checkpoint_due_s(2) == 620.0
+    assert s.next_checkpoint(50.0) == 1 and s.checkpoint_due_s(1) == 310.0
     assert s.checkpoint_due_s(3) == s.duration_s
+
+
+def test_stretch_resumed_part_way_into_an_interval():
+    # 120 of 300 steps done before the step time changed, none of the write
+    s = Stretch(
+        start_step=200,
+        total_steps=1000,
+        interval_steps=300,
+        step_s=2.0,
+        write_s=10.0,
+        done_steps=120.0,
+    )
+    assert s.first_s == 180 * 2.0 + 10.0
+    assert s.step_at_checkpoint(1) == 500
+    p = s.position(100.0)
+    assert (p.checkpoints, p.durable_step, p.pending_compute_s) == (0, 200, 100.0)
+    p = s.position(s.first_s + 5.0)
+    assert (p.checkpoints, p.durable_step, p.pending_compute_s) == (1, 500, 5.0)
+    # part of the write already done
+    w = Stretch(
+        start_step=200,
+        total_steps=1000,
+        interval_steps=300,
+        step_s=2.0,
+        write_s=10.0,
+        done_steps=300.0,
+        written_s=4.0,
+    )
+    assert w.first_s == 6.0 and w.position(3.0).aborted_write_s == 3.0

@@ -1,0 +1,78 @@
+"""The fabric as the job sees it: which cables and spine/core switches are down.
+
+Link and spine/core failures do not stop the job; they change its step time
+(the plan's `Degradation` model says by how much) until their repair. A leaf
+switch failure takes the nodes under it out of the job together, to return
+when the switch is repaired; the job recovers from it like from a node failure.
+A failure that partitions the fabric stops the job like a hang (detected after
+the class's detect time); it restarts once a repair reconnects the fabric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+import simpy
+
+from sim.engine.events import Failure
+from sim.engine.job import Job
+from sim.engine.plan import ReplicaPlan
+
+
+class FabricState:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        plan: ReplicaPlan,
+        job: Job,
+        repair_rngs: list[np.random.Generator],
+    ):
+        assert plan.fabric is not None
+        self.env = env
+        self.plan = plan
+        self.model = plan.fabric
+        self.job = job
+        self.repair_rngs = repair_rngs
+        self.down: Counter[str] = Counter()
+
+    def strike(self, failure: Failure) -> None:
+        job = self.job
+        if job.process is None or not job.process.is_alive:
+            return
+        duration = self.repair_rngs[failure.class_index].exponential(failure.repair_mean_s)
+        if failure.scope == "switch" and failure.component < self.model.leaves:
+            nodes = self.model.nodes_under_leaf(failure.component, self.plan.nodes)
+            job.strike(replace(failure, nodes=nodes, repair_s=duration))
+            return
+        job.ledger.failures[failure.class_index] += 1
+        part = (self.model.cables if failure.scope == "link" else self.model.switches)[
+            failure.component
+        ]
+        self.down[part] += 1
+        self._update(failure)
+        self.env.process(self._repair(part, duration))
+
+    def _repair(self, part: str, duration_s: float):
+        yield self.env.timeout(duration_s)
+        self.down[part] -= 1
+        if not self.down[part]:
+            del self.down[part]
+        self._update()
+
+    def _update(self, cause: Failure | None = None) -> None:
+        job = self.job
+        extra = self.model.extra_step_s(frozenset(self.down))
+        if math.isinf(extra):
+            if not job.fabric_partitioned and cause is not None:
+                job.fabric_partitioned = True
+                job.strike(replace(cause, replace=False), counted=True)
+            return
+        if job.fabric_partitioned:
+            job.fabric_partitioned = False
+            job.node_returned()  # a restart waiting for the fabric may go ahead
+        if extra != job.extra_step_s:
+            job.extra_step_s = extra
+            job.fabric_changed()
