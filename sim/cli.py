@@ -167,8 +167,6 @@ def calc(scenario, overrides, as_json) -> None:
 @json_option
 def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
     """Fat-tree sizing, gradient all-reduce (analytic and SimPy), step breakdown, MFU, bottlenecks."""
-    from sim import fabric
-
     loaded = load_scenario(scenario, list(overrides))
     factors = {}
     for item in degrade:
@@ -180,7 +178,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
                 f"expected LINK=FACTOR, got {item!r}", param_hint="--degrade"
             ) from None
     try:
-        report = fabric.fabric_report(loaded.base, factors, set(fail_switch))
+        report = perf.fabric_report(loaded.base, factors, set(fail_switch))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--degrade/--fail-switch") from None
     if as_json:

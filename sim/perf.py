@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sim import network
+from sim import fabric, network
 from sim.scenario import FailureClassConfig, Scenario, StorageConfig
 
 HOUR_S = 3600.0
@@ -59,12 +59,28 @@ class StepBreakdown:
     collective: str  # ring | tree, as chosen for the gradient all-reduce
 
 
+# Healthy gradient all-reduce times from the flow model, by fabric configuration: a memo of
+# a pure function (not state): the same inputs always give the same seconds.
+_DP_ALLREDUCE_S: dict[tuple, float] = {}
+
+
+def gradient_allreduce_s(scenario: Scenario) -> float:
+    """The gradient all-reduce on the healthy fabric, from the SimPy flow model (it sees
+    placement and oversubscription; on a non-blocking tree it equals the α–β ring)."""
+    key = (scenario.model.params, scenario.cluster, scenario.parallelism, scenario.network)
+    if key not in _DP_ALLREDUCE_S:
+        size = network.gradient_bytes_per_rank(scenario)
+        _DP_ALLREDUCE_S[key] = fabric.simulate_collective(scenario, size).seconds
+    return _DP_ALLREDUCE_S[key]
+
+
 def step_breakdown(scenario: Scenario) -> StepBreakdown:
     perf_cfg, para = scenario.performance, scenario.parallelism
     peak = scenario.cluster.gpu_spec.peak_tflops * 1e12
     flops = model_flops_per_gpu_step(scenario)
     dp = network.gradient_allreduce(scenario)
-    exposed = (1.0 - perf_cfg.overlap) * dp.seconds
+    dp_s = gradient_allreduce_s(scenario) if perf_cfg.compute_efficiency is not None else dp.seconds
+    exposed = (1.0 - perf_cfg.overlap) * dp_s
     bubble_share = (para.pipeline - 1) / para.microbatches if para.microbatches else 0.0
     if perf_cfg.mfu is not None:
         step = flops / (peak * perf_cfg.mfu)
@@ -328,4 +344,119 @@ def calculate(scenario: Scenario) -> Calculation:
         ideal_cost_usd=cost,
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         cost_per_1B_tokens_usd=cost / (scenario.model.tokens / 1e9),
+    )
+
+
+# --------------------------------------------------------------------------- fabric effects
+
+
+@dataclass(frozen=True)
+class FabricReport:
+    """What `trainsim fabric` prints: sizing, the gradient all-reduce both ways, the step."""
+
+    tree: network.FatTree
+    analytic: network.CollectiveCost
+    simulated: fabric.FabricResult  # with the what-if degradations applied
+    healthy_simulated: fabric.FabricResult
+    breakdown: StepBreakdown  # healthy fabric
+    step_s: float  # with the what-ifs: the extra exposed all-reduce time added
+    mfu: float
+
+
+def fabric_report(
+    scenario: Scenario,
+    degrade: dict[str, float] | None = None,
+    failed_switches: set[str] | None = None,
+) -> FabricReport:
+    net = scenario.network
+    size = network.gradient_bytes_per_rank(scenario)
+    tree = network.fat_tree(
+        scenario.cluster.nodes * net.nics_per_node,
+        net.switch_radix,
+        net.oversubscription,
+        net.link_Gb_s,
+        net.nics_per_node,
+    )
+    healthy = fabric.simulate_collective(scenario, size)
+    what_if = (
+        fabric.simulate_collective(scenario, size, degrade=degrade, failed_switches=failed_switches)
+        if (degrade or failed_switches)
+        else healthy
+    )
+    breakdown = step_breakdown(scenario)
+    step = breakdown.step_s + (1.0 - scenario.performance.overlap) * (
+        what_if.seconds - healthy.seconds
+    )
+    mfu = model_flops_per_gpu_step(scenario) / (scenario.cluster.gpu_spec.peak_tflops * 1e12 * step)
+    return FabricReport(
+        tree, network.gradient_allreduce(scenario), what_if, healthy, breakdown, step, mfu
+    )
+
+
+class Degradation:
+    """Extra step time while inter-switch cables or spine/core switches are down.
+
+    Built once per sweep point; the engine asks `extra_step_s(failed)` when the
+    set of failed fabric parts changes. While no part a flow of the gradient
+    all-reduce uses is down, nothing moves and nothing is lost; other sets
+    (all their parts: reroutes may land on any survivor) run the flow model once and are cached (per
+    object, so per worker chunk: no module state). A partitioned fabric costs
+    an infinite extra: the job cannot step until a repair reconnects it.
+    """
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.size = network.gradient_bytes_per_rank(scenario)
+        self.exposure = 1.0 - scenario.performance.overlap
+        laid = fabric.traffic(scenario, self.size)
+        fabric_, phases = laid.fabric, laid.phases
+        self.cables = [
+            n for n, d in zip(fabric_.names, fabric_.directions) if d == "up" and "-" in n
+        ]
+        self.leaves = fabric_.tree.leaves
+        spines = [f"spine{i}" for i in range(_spine_count(fabric_))]
+        self.switches = (
+            [f"leaf{i}" for i in range(self.leaves)]
+            + spines
+            + [f"core{i}" for i in range(fabric_.tree.cores)]
+        )
+        used_links = {fabric_.names[i] for phase in phases for path in phase.paths for i in path}
+        self.used = {n for n in used_links if "-" in n}
+        self.used |= {
+            part
+            for n in self.used
+            for part in n.split(".")[0].split("-")
+            if not part.startswith("leaf")
+        }
+        self.leaf_down = fabric_.tree.leaf_down
+        self.rails = fabric_.rails
+        self.healthy_s = fabric.simulate_collective(scenario, self.size).seconds
+        self._cache: dict[frozenset[str], float] = {frozenset(): 0.0}
+
+    def nodes_under_leaf(self, leaf: int, nodes: int) -> tuple[int, ...]:
+        su = leaf // self.rails
+        return tuple(range(su * self.leaf_down, min(nodes, (su + 1) * self.leaf_down)))
+
+    def extra_step_s(self, failed: frozenset[str]) -> float:
+        if not failed & self.used:
+            return 0.0  # nothing the all-reduce uses is down: no flow moves
+        if failed not in self._cache:
+            cables = {p: 0.0 for p in failed if "-" in p}
+            switches = {p for p in failed if "-" not in p}
+            try:
+                seconds = fabric.simulate_collective(
+                    self.scenario, self.size, degrade=cables, failed_switches=switches
+                ).seconds
+            except RuntimeError:
+                seconds = math.inf  # partitioned: no path left for some flow until a repair
+            self._cache[failed] = self.exposure * max(0.0, seconds - self.healthy_s)
+        return self._cache[failed]
+
+
+def _spine_count(laid: fabric.Fabric) -> int:
+    tree = laid.tree
+    return (
+        tree.spines
+        if tree.tiers == 2
+        else math.ceil(tree.leaves / tree.leaves_per_pod) * (tree.radix // 2)
     )

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from sim import perf
 from sim.distributions import Distribution, lifetime
-from sim.fabric import Degradation
 from sim.scenario import Scenario
 
 
@@ -50,7 +49,7 @@ class ReplicaPlan:
     mfu: float
     gpu_hour_usd: float
     failure_classes: tuple[FailureClassPlan, ...]
-    fabric: Degradation | None = None  # only when link or switch failures are simulated
+    fabric: perf.Degradation | None = None  # only when link or switch failures are simulated
 
     @property
     def gpus(self) -> int:
@@ -123,7 +122,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         mfu=perf.mfu(scenario),
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         failure_classes=classes,
-        fabric=Degradation(scenario)
+        fabric=perf.Degradation(scenario)
         if any(f.scope in ("link", "switch") for f in scenario.failures)
         else None,
     )
