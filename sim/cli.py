@@ -361,6 +361,8 @@ def _console() -> Console:
 def _fmt(value: float) -> str:
     if value is None or not math.isfinite(value):
         return "—"
+    if abs(value) < 1e-9:
+        return "0"  # float noise of sums, not a figure
     if abs(value) >= 1e4:
         return f"{value:,.0f}"
     return f"{value:.4g}" if abs(value) < 100 else f"{value:.1f}"

@@ -70,7 +70,7 @@ def gradient_allreduce_s(scenario: Scenario) -> float:
     key = (scenario.model.params, scenario.cluster, scenario.parallelism, scenario.network)
     if key not in _DP_ALLREDUCE_S:
         size = network.gradient_bytes_per_rank(scenario)
-        _DP_ALLREDUCE_S[key] = fabric.simulate_collective(scenario, size).seconds
+        _DP_ALLREDUCE_S[key] = float(fabric.simulate_collective(scenario, size).seconds)
     return _DP_ALLREDUCE_S[key]
 
 
@@ -92,7 +92,7 @@ def step_breakdown(scenario: Scenario) -> StepBreakdown:
         busy = max(0.0, step - exposed) / (1.0 + bubble_share)
         compute = max(0.0, busy - tp)
         return StepBreakdown(
-            compute, tp, busy * bubble_share, dp.seconds, exposed, step, perf_cfg.mfu, dp.algorithm
+            compute, tp, busy * bubble_share, dp_s, exposed, step, perf_cfg.mfu, dp.algorithm
         )
     assert perf_cfg.compute_efficiency is not None
     compute = flops / (peak * perf_cfg.compute_efficiency)
@@ -100,7 +100,7 @@ def step_breakdown(scenario: Scenario) -> StepBreakdown:
     bubble = (compute + tp) * bubble_share
     step = compute + tp + bubble + exposed
     return StepBreakdown(
-        compute, tp, bubble, dp.seconds, exposed, step, flops / (peak * step), dp.algorithm
+        compute, tp, bubble, dp_s, exposed, step, flops / (peak * step), dp.algorithm
     )
 
 

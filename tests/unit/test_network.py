@@ -104,3 +104,11 @@ def test_slower_links_lower_the_mfu():
         for g in (200, 400)
     )
     assert ndr0 - hdr0 > ndr - hdr
+
+
+def test_derived_mfu_sees_placement_and_oversubscription():
+    contiguous = perf.mfu(compute_mode())
+    assert perf.mfu(compute_mode("network.oversubscription=3")) == pytest.approx(contiguous)
+    scattered = perf.mfu(compute_mode("network.placement=scattered"))
+    thin = perf.mfu(compute_mode("network.placement=scattered", "network.oversubscription=3"))
+    assert thin < scattered < contiguous
