@@ -33,3 +33,36 @@ GPUS: dict[str, GpuSpec] = {
 
 def gpu_names() -> list[str]:
     return sorted(GPUS)
+
+
+@dataclass(frozen=True)
+class TierPreset:
+    """Typical figures of a storage tier kind; a scenario may override any of them.
+
+    Sources (../shared/REFERENCES.md, "approx." figures are secondary write-ups):
+    large Lustre/GPFS systems reach 100s of GB/s to TB/s (an NVMe OST ~5-10 GB/s,
+    an HDD OST ~1-3 GB/s); a single NFS server ~2-10 GB/s; object stores are
+    wide but slow per request. Capacities and latencies are typical (approx.).
+    """
+
+    kind: str
+    write_GB_s: float
+    read_GB_s: float
+    capacity_TB: float
+    latency_ms: float  # per operation: opening, committing, listing a checkpoint
+    ost_GB_s: float | None = None  # Lustre: one object storage target
+
+
+TIERS: dict[str, TierPreset] = {
+    preset.kind: preset
+    for preset in (
+        # 32 NVMe OSTs of ~5 GB/s (approx.); reads ~1.5x writes
+        TierPreset(
+            "lustre", write_GB_s=160, read_GB_s=240, capacity_TB=2000, latency_ms=1.0, ost_GB_s=5.0
+        ),
+        TierPreset("gpfs", write_GB_s=150, read_GB_s=225, capacity_TB=2000, latency_ms=1.0),
+        TierPreset("weka", write_GB_s=200, read_GB_s=400, capacity_TB=1000, latency_ms=0.5),
+        TierPreset("nfs", write_GB_s=5, read_GB_s=8, capacity_TB=500, latency_ms=2.0),
+        TierPreset("object", write_GB_s=20, read_GB_s=40, capacity_TB=100000, latency_ms=50.0),
+    )
+}

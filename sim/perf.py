@@ -147,13 +147,29 @@ def read_GB_s(storage: StorageConfig, nodes: int) -> float:
 
 
 def checkpoint_write_s(scenario: Scenario, nodes: int | None = None) -> float:
+    """A whole checkpoint to the tier: the tier's latency plus size / write bandwidth."""
     nodes = scenario.cluster.nodes if nodes is None else nodes
-    return checkpoint_GB(scenario) / write_GB_s(scenario.storage, nodes)
+    latency = scenario.storage.checkpoint_tier.latency_ms / 1e3
+    return latency + checkpoint_GB(scenario) / write_GB_s(scenario.storage, nodes)
 
 
 def checkpoint_load_s(scenario: Scenario, nodes: int | None = None) -> float:
     nodes = scenario.cluster.nodes if nodes is None else nodes
-    return checkpoint_GB(scenario) / read_GB_s(scenario.storage, nodes)
+    latency = scenario.storage.checkpoint_tier.latency_ms / 1e3
+    return latency + checkpoint_GB(scenario) / read_GB_s(scenario.storage, nodes)
+
+
+def snapshot_s(scenario: Scenario, nodes: int | None = None) -> float:
+    """Async: the device-to-host copy of a node's share of the state (the part that blocks)."""
+    nodes = scenario.cluster.nodes if nodes is None else nodes
+    return checkpoint_GB(scenario) / nodes / scenario.checkpoint.snapshot_GB_s_per_node
+
+
+def checkpoint_blocking_s(scenario: Scenario) -> float:
+    """What a checkpoint costs training: the write (sync) or the snapshot (async)."""
+    if scenario.checkpoint.mode == "async":
+        return snapshot_s(scenario)
+    return checkpoint_write_s(scenario)
 
 
 # --------------------------------------------------------------------------- failures
@@ -263,7 +279,10 @@ def interval_steps(scenario: Scenario) -> int:
         if math.isinf(mtbf_s):
             return total_steps(scenario)  # no failures: only the final checkpoint is worth writing
         theory = young_interval_s if ckpt.interval == "young" else daly_interval_s
-        seconds = theory(checkpoint_write_s(scenario), mtbf_s)
+        seconds = theory(checkpoint_blocking_s(scenario), mtbf_s)
+        if ckpt.mode == "async":
+            # no sooner than the previous checkpoint has drained to the tier
+            seconds = max(seconds, checkpoint_write_s(scenario))
     return max(1, min(total_steps(scenario), round(seconds / step_s)))
 
 

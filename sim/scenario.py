@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from sim.hardware import GPUS, GpuSpec
+from sim.hardware import GPUS, TIERS, GpuSpec
 
 # Keys of DESIGN.md's schema that later issues simulate. Until they land the
 # loader refuses them by name instead of ignoring them.
@@ -39,14 +39,12 @@ NOT_SUPPORTED_YET: dict[str, str] = {
     "storage.data_bytes_per_token": "storage contention (storage issue)",
     "storage.backup": "checkpoint backups (storage issue)",
     "storage.background_load": "storage contention (storage issue)",
-    "checkpoint.snapshot_GB_s_per_node": "async checkpoints (storage issue)",
     "checkpoint.memory_every_steps": "in-memory checkpoints (storage issue)",
     "repair": "the repair pipeline",
     "stragglers": "stragglers",
     "maintenance": "planned maintenance",
 }
 NOT_SUPPORTED_VALUES: dict[str, dict[Any, str]] = {
-    "checkpoint.mode": {"async": "async checkpoints (storage issue)"},
     "failures.*.scope": {
         "storage": "storage outages (storage issue)",
     },
@@ -107,6 +105,7 @@ class ClusterConfig(_Section):
     nodes: PositiveInt
     gpus_per_node: PositiveInt = 8
     spare_nodes: Annotated[int, Field(ge=0, strict=True)] = 0
+    host_memory_GB: Positive = 2048.0  # DGX/HGX H100: 2 TB of host RAM per node
 
     @field_validator("gpu")
     @classmethod
@@ -189,10 +188,45 @@ class NetworkConfig(_Section):
 
 
 class TierConfig(_Section):
+    """A storage tier: `kind` fills typical figures (sim.hardware.TIERS) that any key overrides.
+    A Lustre tier may give its write bandwidth as `osts` × `ost_GB_s` instead."""
+
     kind: Literal["lustre", "gpfs", "weka", "nfs", "object"] = "lustre"
     write_GB_s: Positive
     read_GB_s: Positive
     capacity_TB: Positive
+    latency_ms: NonNegative
+    osts: PositiveInt | None = None
+    ost_GB_s: Positive | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        kind = data.get("kind", "lustre")
+        preset = TIERS.get(kind) if isinstance(kind, str) else None
+        if preset is None:
+            return data  # the Literal check names the kinds
+        data = dict(data)
+        if "osts" in data or "ost_GB_s" in data:
+            if kind != "lustre":
+                raise ValueError(f"osts and ost_GB_s describe a Lustre tier, not {kind!r}")
+            if "write_GB_s" in data:
+                raise ValueError("give write_GB_s or osts (× ost_GB_s), not both")
+            osts, per_ost = data.get("osts"), data.get("ost_GB_s", preset.ost_GB_s)
+            if (
+                isinstance(osts, int)
+                and isinstance(per_ost, int | float)
+                and osts > 0
+                and per_ost > 0
+            ):
+                data["write_GB_s"] = osts * per_ost
+                data.setdefault("read_GB_s", osts * per_ost * preset.read_GB_s / preset.write_GB_s)
+                data.setdefault("ost_GB_s", per_ost)
+        for key in ("write_GB_s", "read_GB_s", "capacity_TB", "latency_ms"):
+            data.setdefault(key, getattr(preset, key))
+        return data
 
 
 class StorageConfig(_Section):
@@ -204,9 +238,10 @@ class CheckpointConfig(_Section):
     interval_steps: PositiveInt | None = None
     interval_minutes: Positive | None = None
     interval: Literal["young", "daly"] | None = None
-    mode: Literal["sync"] = "sync"
+    mode: Literal["sync", "async"] = "sync"
     state_bytes_per_param: Positive = 14.0
     keep_last: PositiveInt = 5
+    snapshot_GB_s_per_node: Positive = 50.0  # async: device-to-host copy, the part that blocks
 
     @model_validator(mode="after")
     def _one_interval(self) -> CheckpointConfig:
@@ -347,6 +382,16 @@ class Scenario(_Section):
                     "parallelism.tensor",
                     f"tensor={para.tensor} spans nodes; compute_efficiency mode models tensor parallelism "
                     f"inside a node of {self.cluster.gpus_per_node} GPUs",
+                )
+        if self.checkpoint.mode == "async":
+            per_node_GB = (
+                self.model.params * self.checkpoint.state_bytes_per_param / 1e9 / self.cluster.nodes
+            )
+            if per_node_GB > self.cluster.host_memory_GB:
+                raise KeyPathError(
+                    "checkpoint.mode",
+                    f"async checkpoints hold a snapshot in host RAM: {per_node_GB:.0f} GB per node exceeds "
+                    f"cluster.host_memory_GB={self.cluster.host_memory_GB:g}",
                 )
         names = [f.name for f in self.failures]
         dupes = sorted({n for n in names if names.count(n) > 1})

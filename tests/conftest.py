@@ -37,6 +37,7 @@ TINY: dict[str, Any] = {
             "write_GB_s": 1.0,
             "read_GB_s": 2.0,
             "capacity_TB": 1.0,
+            "latency_ms": 0.0,
         },
         "client_GB_s_per_node": 100.0,
     },

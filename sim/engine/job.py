@@ -13,7 +13,7 @@ Every second of wall clock is booked to exactly one ledger bucket.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import simpy
 
@@ -73,6 +73,7 @@ class Ledger:
     downtime_s: float = 0.0
     node_wait_s: float = 0.0  # part of downtime: waiting for nodes to come back
     checkpoints_written: int = 0
+    checkpoints_lost: int = 0  # snapshots or writes lost before they were durable
     restarts: int = 0
     failures: list[int] = field(default_factory=list)
 
@@ -85,6 +86,16 @@ class Ledger:
             + self.checkpoint_stall_s
             + self.downtime_s
         )
+
+
+@dataclass(frozen=True)
+class PendingSnapshot:
+    """A checkpoint snapshotted before the current stretch whose drain is still running."""
+
+    steps: int  # beyond the last durable checkpoint
+    compute_s: float
+    other_s: float  # waits and the snapshot
+    drain_left_s: float
 
 
 class HorizonReached(Exception):
@@ -114,8 +125,11 @@ class Job:
         self._waiting_for_nodes = False
         self.extra_step_s = 0.0  # from degraded fabric parts, set by FabricState
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
-        # work toward the next checkpoint carried across a step-time change
-        self._carry_compute_s = self._carry_write_s = self._done_steps = self._written_s = 0.0
+        # carried across a step-time change: a snapshot still draining, and the work
+        # toward the next checkpoint (compute, waits and snapshot so far)
+        self._pending: PendingSnapshot | None = None
+        self._resume_step = 0
+        self._next_compute_s = self._next_other_s = self._done_steps = self._snapped_s = 0.0
         self.process: simpy.Process | None = None
 
     # ---- called by other processes
@@ -166,14 +180,18 @@ class Job:
         while True:
             nodes = self.cluster.active
             replicas = plan.replicas_on(nodes)
+            pending = self._pending
             stretch = Stretch(
-                start_step=self.durable_step,
+                start_step=self._resume_step,
                 total_steps=plan.total_steps,
                 interval_steps=plan.interval_steps,
                 step_s=plan.step_s_with(replicas) + self.extra_step_s,
-                write_s=plan.write_s(nodes),
+                snapshot_s=plan.snapshot_s(nodes),
+                drain_s=plan.drain_s(nodes),
                 done_steps=self._done_steps,
-                written_s=self._written_s,
+                snapped_s=self._snapped_s,
+                pending_drain_s=pending.drain_left_s if pending else 0.0,
+                durable_before=self.durable_step,
             )
             t0 = env.now
             # an elastic job that is short of nodes grows back at its next checkpoint
@@ -187,19 +205,19 @@ class Job:
                 except simpy.Interrupt as interrupt:
                     cause = interrupt.cause
                     if isinstance(cause, Failure):
-                        self._book(stretch, stretch.position(env.now - t0), t0)
+                        self._book(stretch, stretch.position(env.now - t0), env.now - t0)
                         return cause
                     if isinstance(cause, FabricChanged):
-                        self._book(stretch, stretch.position(env.now - t0), t0, continuing=True)
+                        self._carry(stretch, stretch.position(env.now - t0), env.now - t0)
                         fabric_changed = True
                         break
                     if grow_at is None and self._can_grow():
                         grow_at = stretch.next_checkpoint(env.now - t0)
                     continue
                 if t0 + target > deadline:
-                    self._book(stretch, stretch.position(env.now - t0), t0)
+                    self._book(stretch, stretch.position(env.now - t0), env.now - t0)
                     raise HorizonReached
-                self._book(stretch, stretch.at_checkpoint(k), t0)
+                self._book(stretch, stretch.at_checkpoint(k), target)
                 if k >= stretch.checkpoints:
                     return FINISHED
                 break  # a checkpoint boundary where the elastic job grows back
@@ -213,53 +231,95 @@ class Job:
                 if failure is not None:
                     return failure
 
-    def _book(self, stretch: Stretch, position, t0: float, continuing: bool = False) -> None:
-        """Book a stretch that ended at `position`.
+    def _keep(self, steps: int, compute_s: float, total_s: float, checkpoints: int) -> None:
+        """Steps made durable: their nominal time is ideal, the rest of their compute slowdown,
+        and the time spent on their checkpoints (blocking parts, waits for drains) stall."""
+        ledger, nominal = self.ledger, self.plan.step_s
+        ledger.ideal_s += steps * nominal
+        ledger.slowdown_s += compute_s - steps * nominal
+        ledger.checkpoint_stall_s += total_s - compute_s
+        ledger.checkpoints_written += checkpoints
 
-        Checkpoints it made durable keep their steps (ideal + slowdown) and writes
-        (stall), including work carried over from before a step-time change. The
-        work since the last durable checkpoint is lost, or, if the job is
-        `continuing` at a new step time, carried into the next stretch.
-        """
-        ledger, plan = self.ledger, self.plan
-        kept_steps = position.durable_step - stretch.start_step
+    def _book_durable(self, stretch: Stretch, position) -> None:
+        """Book what became durable at `position`: the snapshot draining when the stretch
+        began, and the stretch's own checkpoints (with the work carried into it)."""
+        if self._pending is not None and position.pending_durable:
+            p = self._pending
+            self._keep(p.steps, p.compute_s, p.compute_s + p.other_s, 1)
+            self._pending = None
         if position.checkpoints:
-            compute_s = self._carry_compute_s + stretch.first_compute_s
-            compute_s += (kept_steps - stretch.first_steps) * stretch.step_s
-            write_s = self._carry_write_s + (stretch.write_s - self._written_s)
-            write_s += (position.checkpoints - 1) * stretch.write_s
-            ledger.ideal_s += kept_steps * plan.step_s
-            ledger.slowdown_s += compute_s - kept_steps * plan.step_s
-            ledger.checkpoint_stall_s += write_s
-            ledger.checkpoints_written += position.checkpoints
-            self._carry_compute_s = self._carry_write_s = self._done_steps = self._written_s = 0.0
+            steps = position.durable_step - stretch.start_step
+            self._keep(
+                steps,
+                self._next_compute_s + position.kept_compute_s,
+                self._next_compute_s + self._next_other_s + position.kept_s,
+                position.checkpoints,
+            )
             if self.timeline is not None:
                 self._trace(
                     "train",
-                    t0,
-                    compute_s + write_s,
-                    steps=kept_steps,
+                    self.env.now - position.window_s - position.kept_s,
+                    position.kept_s,
+                    to_step=position.durable_step,
                     checkpoints=position.checkpoints,
                 )
+            self._next_compute_s = self._next_other_s = 0.0
         self.durable_step = position.durable_step
-        if continuing:
-            self._carry_compute_s += position.pending_compute_s
-            self._carry_write_s += position.aborted_write_s
-            self._done_steps += position.pending_compute_s / stretch.step_s
-            self._written_s += position.aborted_write_s
-            return
-        lost_s = (
-            self._carry_compute_s
-            + self._carry_write_s
-            + position.pending_compute_s
-            + position.aborted_write_s
-        )
-        ledger.lost_work_s += lost_s
-        self._carry_compute_s = self._carry_write_s = self._done_steps = self._written_s = 0.0
-        if self.timeline is not None and lost_s > 0:
+
+    def _book(self, stretch: Stretch, position, elapsed_s: float) -> None:
+        """The stretch ends at `position`: keep what is durable, lose the rest (roll back)."""
+        carried = self._next_compute_s + self._next_other_s if not position.checkpoints else 0.0
+        pending = self._pending
+        pending_lost = pending is not None and not position.pending_durable
+        self._book_durable(stretch, position)
+        lost_s = elapsed_s - position.kept_s + carried
+        lost_checkpoints = position.snapshots - position.checkpoints + int(position.aborted_write)
+        if pending_lost:
+            assert pending is not None
+            lost_s += pending.compute_s + pending.other_s
+            lost_checkpoints += 1
+        self.ledger.lost_work_s += lost_s
+        self.ledger.checkpoints_lost += lost_checkpoints
+        if self.timeline is not None and lost_s > 1e-9:
             self._trace(
                 "lost work", self.env.now - lost_s, lost_s, rolled_back_to=position.durable_step
             )
+        self._next_compute_s = self._next_other_s = self._done_steps = self._snapped_s = 0.0
+        self._pending = None
+        self._resume_step = self.durable_step
+
+    def _carry(self, stretch: Stretch, position, elapsed_s: float) -> None:
+        """The step time changes mid-stretch: keep what is durable and carry the rest
+        (a snapshot still draining, progress toward the next checkpoint) into a new stretch."""
+        first_window = position.snapshots == 0
+        self._book_durable(stretch, position)
+        if position.snapshots > position.checkpoints:  # the last snapshot is still draining
+            w = position.snapshots
+            other = position.last_window_s - position.last_window_compute_s
+            compute = position.last_window_compute_s
+            if w == 1:  # its window began before this stretch
+                compute += self._next_compute_s
+                other += self._next_other_s
+            self._pending = PendingSnapshot(
+                steps=stretch.step_at_checkpoint(w) - self.durable_step,
+                compute_s=compute,
+                other_s=other,
+                drain_left_s=stretch.durable_s(w) - elapsed_s,
+            )
+        elif self._pending is not None and not position.pending_durable:
+            self._pending = replace(self._pending, drain_left_s=stretch.pending_drain_s - elapsed_s)
+        window_other = position.window_s - position.window_compute_s
+        if first_window:
+            self._next_compute_s += position.window_compute_s
+            self._next_other_s += window_other
+            self._done_steps += position.window_compute_s / stretch.step_s
+            self._snapped_s += position.window_snapshot_s
+        else:
+            self._next_compute_s = position.window_compute_s
+            self._next_other_s = window_other
+            self._done_steps = position.window_compute_s / stretch.step_s
+            self._snapped_s = position.window_snapshot_s
+            self._resume_step = stretch.step_at_checkpoint(position.snapshots)
 
     def _detect(self, first: Failure):
         """Hold until the first failure is noticed; failures meanwhile merge into it."""

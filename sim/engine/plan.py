@@ -41,6 +41,9 @@ class ReplicaPlan:
     tier_write_GB_s: float
     tier_read_GB_s: float
     client_GB_s_per_node: float
+    tier_latency_s: float
+    mode: str  # sync | async
+    snapshot_GB_s_per_node: float
     restart_s: float  # launch part, the checkpoint load comes on top
     rescale_s: float
     policy: str
@@ -60,10 +63,25 @@ class ReplicaPlan:
         return (self.nodes + self.spare_nodes) * self.gpus_per_node
 
     def write_s(self, nodes: int) -> float:
-        return self.checkpoint_GB / min(self.tier_write_GB_s, nodes * self.client_GB_s_per_node)
+        """Writing a whole checkpoint to the tier from `nodes` nodes (plus the tier's latency)."""
+        return self.tier_latency_s + self.checkpoint_GB / min(
+            self.tier_write_GB_s, nodes * self.client_GB_s_per_node
+        )
+
+    def snapshot_s(self, nodes: int) -> float:
+        """The blocking part of a checkpoint: the write (sync) or the device-to-host copy (async)."""
+        if self.mode == "sync":
+            return self.write_s(nodes)
+        return self.checkpoint_GB / nodes / self.snapshot_GB_s_per_node
+
+    def drain_s(self, nodes: int) -> float:
+        """The background part of a checkpoint: none (sync), or host memory to the tier (async)."""
+        return 0.0 if self.mode == "sync" else self.write_s(nodes)
 
     def load_s(self, nodes: int) -> float:
-        return self.checkpoint_GB / min(self.tier_read_GB_s, nodes * self.client_GB_s_per_node)
+        return self.tier_latency_s + self.checkpoint_GB / min(
+            self.tier_read_GB_s, nodes * self.client_GB_s_per_node
+        )
 
     def replicas_on(self, nodes: int) -> int:
         """Whole data-parallel replicas that fit on `nodes` nodes (capped at the full job)."""
@@ -112,6 +130,9 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         tier_write_GB_s=tier.write_GB_s,
         tier_read_GB_s=tier.read_GB_s,
         client_GB_s_per_node=scenario.storage.client_GB_s_per_node,
+        tier_latency_s=tier.latency_ms / 1e3,
+        mode=scenario.checkpoint.mode,
+        snapshot_GB_s_per_node=scenario.checkpoint.snapshot_GB_s_per_node,
         restart_s=scenario.recovery.restart_minutes * 60.0,
         rescale_s=scenario.recovery.rescale_minutes * 60.0,
         policy=scenario.recovery.policy,

@@ -53,6 +53,7 @@ class RunRecord:
     failures: int
     failures_by_class: dict[str, int]
     checkpoints_written: int
+    checkpoints_lost: int
     restarts: int
     nodes_replaced: int
     node_wait_hours: float
@@ -174,6 +175,7 @@ def _record(
         failures=sum(ledger.failures),
         failures_by_class={fc.name: n for fc, n in zip(plan.failure_classes, ledger.failures)},
         checkpoints_written=ledger.checkpoints_written,
+        checkpoints_lost=ledger.checkpoints_lost,
         restarts=ledger.restarts,
         nodes_replaced=cluster.nodes_replaced,
         node_wait_hours=ledger.node_wait_s / HOUR_S,

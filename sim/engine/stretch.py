@@ -1,14 +1,21 @@
 """A stretch of training: closed-form position inside a run of checkpoint cycles.
 
-From its start the job computes up to the next checkpoint boundary, writes the
-checkpoint, and repeats every `interval_steps` until `total_steps` (whose
-checkpoint is the final one). Nothing changes inside a stretch, so the engine
-schedules one event for all of it and, when interrupted, asks
-`position(elapsed)` what became durable and what is still pending.
+From its start the job computes up to the next checkpoint boundary, takes the
+checkpoint's blocking part (`snapshot_s`: the whole write when sync, the
+device-to-host copy when async), and goes on computing while the checkpoint
+drains to the tier in the background (`drain_s`, zero when sync); the
+checkpoint is durable when its drain ends, and the next snapshot waits for the
+previous drain. This repeats every `interval_steps` until `total_steps`, whose
+checkpoint is the final one: the run ends when it is durable.
 
-A stretch may begin part-way into its first interval (`done_steps` already
-computed, `written_s` of the checkpoint already written) when the step time
-changed mid-interval, e.g. because the fabric degraded.
+Nothing changes inside a stretch, so the engine schedules one event for all of
+it and, when interrupted, asks `position(elapsed)` what became durable. A
+stretch may begin part-way into an interval (`done_steps` computed,
+`snapped_s` of the snapshot taken) and with an earlier snapshot still draining
+(`pending_drain_s`), when the step time changed mid-interval.
+
+Times: snapshot j ends at S_j; it is durable at T_j = S_j + drain.
+  S_1 = max(c_1, pending_drain) + (snapshot − snapped),  S_j = S_{j−1} + max(c_j, drain) + snapshot.
 """
 
 from __future__ import annotations
@@ -18,21 +25,34 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Position:
-    checkpoints: int  # durable checkpoints completed in this stretch
+    """Where the job is `elapsed` seconds into a stretch."""
+
+    checkpoints: int  # checkpoints of this stretch made durable
+    pending_durable: bool  # the snapshot draining at the stretch's start became durable
     durable_step: int
-    pending_compute_s: float  # compute in this stretch since the last durable checkpoint
-    aborted_write_s: float  # time in this stretch on a checkpoint write still in flight
+    kept_s: float  # stretch time that belongs to durable checkpoints (before S_k, or all when done)
+    kept_compute_s: float  # of which compute
+    snapshots: int  # snapshots completed in this stretch (durable or not)
+    window_s: float  # time since the last completed snapshot (or the stretch start)
+    window_compute_s: float  # of which compute toward the next checkpoint
+    window_snapshot_s: float  # of which on the next snapshot
+    last_window_s: float  # the window that ended with the last completed snapshot, if not durable
+    last_window_compute_s: float
+    aborted_write: bool  # a blocking write was in progress (sync: the checkpoint is lost)
 
 
 class Stretch:
-    """Immutable; the derived figures are computed once (this is on the engine's hot path)."""
+    """Immutable; derived figures are computed once (this is on the engine's hot path)."""
 
     __slots__ = (
         "start_step",
+        "durable_before",
         "total_steps",
         "interval_steps",
         "step_s",
-        "write_s",
+        "snapshot_s",
+        "drain_s",
+        "pending_drain_s",
         "first_steps",
         "first_compute_s",
         "first_s",
@@ -40,6 +60,7 @@ class Stretch:
         "full_cycles",
         "tail_steps",
         "checkpoints",
+        "last_snapshot_end_s",
         "duration_s",
     )
 
@@ -49,24 +70,52 @@ class Stretch:
         total_steps: int,
         interval_steps: int,
         step_s: float,
-        write_s: float,
+        snapshot_s: float,
+        drain_s: float = 0.0,
         done_steps: float = 0.0,
-        written_s: float = 0.0,
+        snapped_s: float = 0.0,
+        pending_drain_s: float = 0.0,
+        durable_before: int | None = None,
     ):
         self.start_step = start_step
+        self.durable_before = start_step if durable_before is None else durable_before
         self.total_steps = total_steps
         self.interval_steps = interval_steps
         self.step_s = step_s
-        self.write_s = write_s
+        self.snapshot_s = snapshot_s
+        self.drain_s = drain_s
+        self.pending_drain_s = pending_drain_s
         self.first_steps = min(interval_steps, total_steps - start_step)
         self.first_compute_s = (self.first_steps - done_steps) * step_s
-        self.first_s = self.first_compute_s + (write_s - written_s)
-        self.cycle_s = interval_steps * step_s + write_s
+        self.first_s = max(self.first_compute_s, pending_drain_s) + (snapshot_s - snapped_s)
+        self.cycle_s = max(interval_steps * step_s, drain_s) + snapshot_s
         rest = total_steps - start_step - self.first_steps
         self.full_cycles, self.tail_steps = divmod(rest, interval_steps)
         self.checkpoints = 1 + self.full_cycles + (1 if self.tail_steps else 0)
-        tail_s = self.tail_steps * step_s + write_s if self.tail_steps else 0.0
-        self.duration_s = self.first_s + self.full_cycles * self.cycle_s + tail_s
+        self.last_snapshot_end_s = self.snapshot_end_s(self.checkpoints)
+        self.duration_s = self.last_snapshot_end_s + drain_s
+
+    # ---- the schedule
+
+    def snapshot_end_s(self, j: int) -> float:
+        """S_j: when snapshot j (1-based) ends."""
+        if j <= 0:
+            return 0.0
+        if j <= 1 + self.full_cycles:
+            return self.first_s + (j - 1) * self.cycle_s
+        before = self.first_s + self.full_cycles * self.cycle_s
+        return before + max(self.tail_steps * self.step_s, self.drain_s) + self.snapshot_s
+
+    def durable_s(self, j: int) -> float:
+        """T_j: when checkpoint j is durable (the last one: when the stretch ends)."""
+        return self.duration_s if j >= self.checkpoints else self.snapshot_end_s(j) + self.drain_s
+
+    def compute_s(self, j: int) -> float:
+        """Compute before snapshot j (c_j)."""
+        if j == 1:
+            return self.first_compute_s
+        steps = self.interval_steps if j <= 1 + self.full_cycles else self.tail_steps
+        return steps * self.step_s
 
     def step_at_checkpoint(self, k: int) -> int:
         if k == 0:
@@ -75,33 +124,96 @@ class Stretch:
             self.total_steps, self.start_step + self.first_steps + (k - 1) * self.interval_steps
         )
 
+    def _count(self, elapsed_s: float, end) -> int:
+        """How many j in 1..checkpoints have end(j) <= elapsed (end is increasing)."""
+        if elapsed_s < end(1):
+            return 0
+        if elapsed_s >= end(self.checkpoints):
+            return self.checkpoints
+        j = 1 + int((elapsed_s - end(1)) // self.cycle_s)
+        j = max(1, min(j, self.checkpoints - 1))
+        while j + 1 <= self.checkpoints and end(j + 1) <= elapsed_s:
+            j += 1
+        while j >= 1 and end(j) > elapsed_s:
+            j -= 1
+        return j
+
+    # ---- positions
+
     def position(self, elapsed_s: float) -> Position:
         if elapsed_s >= self.duration_s:
-            return Position(self.checkpoints, self.total_steps, 0.0, 0.0)
-        if elapsed_s < self.first_s:
-            compute_s, k, offset = self.first_compute_s, 0, elapsed_s
+            return self.at_checkpoint(self.checkpoints)
+        k = self._count(elapsed_s, self.durable_s)
+        w = self._count(elapsed_s, self.snapshot_end_s)
+        pending = self.pending_drain_s > 0 and elapsed_s >= self.pending_drain_s
+        kept_s = self.snapshot_end_s(k)
+        window_start = self.snapshot_end_s(w)
+        window_s = elapsed_s - window_start
+        compute = self.compute_s(w + 1)
+        gate = max(compute, self.pending_drain_s if w == 0 else self.drain_s)
+        window_compute_s = min(window_s, compute)
+        window_snapshot_s = max(0.0, window_s - gate)
+        last_window_s = last_window_compute_s = 0.0
+        if w > k:  # the last completed snapshot is still draining
+            last_window_s = window_start - self.snapshot_end_s(w - 1)
+            last_window_compute_s = self.compute_s(w)
+        if k:
+            durable = self.step_at_checkpoint(k)
         else:
-            later = elapsed_s - self.first_s
-            j = min(int(later // self.cycle_s), self.full_cycles)
-            k, offset = 1 + j, later - j * self.cycle_s
-            steps = self.interval_steps if j < self.full_cycles else self.tail_steps
-            compute_s = steps * self.step_s
-        if offset <= compute_s:
-            return Position(k, self.step_at_checkpoint(k), offset, 0.0)
-        return Position(k, self.step_at_checkpoint(k), compute_s, offset - compute_s)
+            durable = self.start_step if pending else self.durable_before
+        return Position(
+            checkpoints=k,
+            pending_durable=pending,
+            durable_step=durable,
+            kept_s=kept_s,
+            kept_compute_s=self._kept_compute(k),
+            snapshots=w,
+            window_s=window_s,
+            window_compute_s=window_compute_s,
+            window_snapshot_s=window_snapshot_s,
+            last_window_s=last_window_s,
+            last_window_compute_s=last_window_compute_s,
+            aborted_write=self.drain_s == 0 and window_snapshot_s > 0,
+        )
+
+    def _kept_compute(self, k: int) -> float:
+        if k == 0:
+            return 0.0
+        return (
+            self.first_compute_s
+            + (self.step_at_checkpoint(k) - self.start_step - self.first_steps) * self.step_s
+        )
 
     def next_checkpoint(self, elapsed_s: float) -> int:
         """Number (1-based) of the first checkpoint that becomes durable after `elapsed_s`."""
-        if elapsed_s < self.first_s:
-            return 1
-        return min(int((elapsed_s - self.first_s) // self.cycle_s) + 2, self.checkpoints)
+        return min(self._count(elapsed_s, self.durable_s) + 1, self.checkpoints)
 
     def checkpoint_due_s(self, k: int) -> float:
         """Elapsed time at which checkpoint number `k` is durable."""
-        if k >= self.checkpoints:
-            return self.duration_s
-        return self.first_s + (k - 1) * self.cycle_s
+        return self.durable_s(k)
 
     def at_checkpoint(self, k: int) -> Position:
-        """The position exactly when checkpoint `k` became durable (no float floor involved)."""
-        return Position(k, self.step_at_checkpoint(k), 0.0, 0.0)
+        """The position exactly when checkpoint `k` became durable (no float floor involved).
+
+        Training after snapshot k (async) is in the window; at the last checkpoint the
+        run is over and all of the stretch is kept.
+        """
+        final = k >= self.checkpoints
+        when = self.duration_s if final else self.durable_s(k)
+        kept_s = self.duration_s if final else self.snapshot_end_s(k)
+        window_s = 0.0 if final else when - kept_s
+        compute = 0.0 if final else self.compute_s(k + 1)
+        return Position(
+            checkpoints=k,
+            pending_durable=self.pending_drain_s > 0,
+            durable_step=self.step_at_checkpoint(k),
+            kept_s=kept_s,
+            kept_compute_s=self._kept_compute(k),
+            snapshots=k,
+            window_s=window_s,
+            window_compute_s=min(window_s, compute),
+            window_snapshot_s=0.0,
+            last_window_s=0.0,
+            last_window_compute_s=0.0,
+            aborted_write=False,
+        )

@@ -34,7 +34,7 @@ def as_class(i: int, spec: dict) -> dict:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     nodes=st.integers(1, 6),
     gpus_per_node=st.sampled_from([1, 2, 4]),
@@ -47,6 +47,8 @@ def as_class(i: int, spec: dict) -> dict:
     seed=st.integers(0, 2**32 - 1),
     radix=st.sampled_from([4, 8, 64]),
     placement=st.sampled_from(["contiguous", "scattered"]),
+    mode=st.sampled_from(["sync", "async"]),
+    snapshot_GB_s=st.floats(0.5, 50.0),
 )
 def test_time_identity_holds_for_every_replica(
     nodes,
@@ -60,11 +62,17 @@ def test_time_identity_holds_for_every_replica(
     seed,
     radix,
     placement,
+    mode,
+    snapshot_GB_s,
 ):
     try:
         scenario = tiny(
             cluster={"nodes": nodes, "gpus_per_node": gpus_per_node, "spare_nodes": spares},
-            checkpoint={"interval_steps": interval},
+            checkpoint={
+                "interval_steps": interval,
+                "mode": mode,
+                "snapshot_GB_s_per_node": snapshot_GB_s,
+            },
             failures=[as_class(i, c) for i, c in enumerate(classes)],
             recovery={"policy": policy, "elastic_min_fraction": min_fraction, "restart_minutes": 1},
             simulation={"horizon_days": horizon_hours / 24},
@@ -98,3 +106,4 @@ def test_time_identity_holds_for_every_replica(
     if r.finished:
         assert abs(r.ideal_hours * 3600 - plan.total_steps * plan.step_s) < 1e-6
     assert r.failures == sum(r.failures_by_class.values())
+    assert r.checkpoints_lost >= 0 and r.checkpoints_written >= (1 if r.finished else 0)

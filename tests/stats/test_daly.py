@@ -38,6 +38,7 @@ DALY = merge(
                 "write_GB_s": 1.0,
                 "read_GB_s": 120.0,
                 "capacity_TB": 10,
+                "latency_ms": 0.0,
             },
             "client_GB_s_per_node": 1000.0,
         },

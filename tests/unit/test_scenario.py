@@ -65,7 +65,21 @@ def test_defaults_fill_optional_sections():
             "performance",
             "exactly one of mfu or compute_efficiency",
         ),
-        ({"checkpoint": {"mode": "async"}}, "checkpoint.mode", "not supported yet"),
+        (
+            {"checkpoint": {"memory_every_steps": 10}},
+            "checkpoint.memory_every_steps",
+            "not supported yet",
+        ),
+        (
+            {"storage": {"checkpoint_tier": {"kind": "nfs", "osts": 8}}},
+            "storage.checkpoint_tier",
+            "Lustre",
+        ),
+        (
+            {"checkpoint": {"mode": "async"}, "cluster": {"host_memory_GB": 1.0}},
+            "checkpoint.mode",
+            "host RAM",
+        ),
         (
             {"failures": [{"name": "s", "scope": "storage", "mtbf_hours": 5}]},
             "failures.0.scope",
