@@ -8,6 +8,7 @@ sweep point; Young, Daly and Daly's expected wall time are re-exported from
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ __all__ = [
     "daly_expected_wall_s",
     "daly_interval_s",
     "interval_marks",
+    "optimize",
     "summarize",
     "summary_json",
     "young_interval_s",
@@ -128,14 +130,104 @@ def _json_value(value: Any) -> Any:
 
 def interval_marks(scenario: Scenario, swept_key: str) -> dict[str, float]:
     """Young's and Daly's intervals in the unit of the swept checkpoint key (empty if none)."""
-    mtbf_s = perf.aggregate_mtbf_hours(scenario) * perf.HOUR_S
-    if not math.isfinite(mtbf_s):
+    seconds = {name: perf.theory_interval_s(scenario, name.lower()) for name in ("Young", "Daly")}
+    if not all(math.isfinite(v) for v in seconds.values()):
         return {}
-    write_s = perf.checkpoint_write_s(scenario)
-    seconds = {"Young": young_interval_s(write_s, mtbf_s), "Daly": daly_interval_s(write_s, mtbf_s)}
     if swept_key == "checkpoint.interval_steps":
         step_s = perf.step_time_s(scenario)
         return {k: v / step_s for k, v in seconds.items()}
     if swept_key == "checkpoint.interval_minutes":
         return {k: v / 60.0 for k, v in seconds.items()}
     return {}
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """The sweep point with the best statistic of a metric, and how sure we are of it."""
+
+    key: str
+    metric: str
+    statistic: str
+    best: Any  # the swept value
+    best_value: float
+    best_ci: tuple[float, float]
+    runner_up: Any
+    runner_up_value: float
+    difference: float  # runner-up minus best (paired, same replicas)
+    difference_ci: tuple[float, float]
+    points: pd.DataFrame  # per swept value: the statistic and its 95% CI
+
+
+def _statistic(values: np.ndarray, statistic: str) -> float:
+    if statistic == "mean":
+        return float(values.mean())
+    return float(np.percentile(values, float(statistic.lstrip("p"))))
+
+
+def _ci(
+    values: np.ndarray, statistic: str, rng: np.random.Generator, draws: int = 1000
+) -> tuple[float, float]:
+    """95% CI: normal for the mean, bootstrap for percentiles (fixed seed: reproducible)."""
+    if statistic == "mean":
+        half = 1.96 * values.std(ddof=1) / math.sqrt(values.size) if values.size > 1 else math.nan
+        return float(values.mean() - half), float(values.mean() + half)
+    samples = rng.choice(values, size=(draws, values.size), replace=True)
+    stats = np.percentile(samples, float(statistic.lstrip("p")), axis=1)
+    return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+
+
+def optimize(
+    table: pd.DataFrame, key: str, metric: str = "time_to_train_days", statistic: str = "mean"
+) -> Optimum:
+    """The swept value of `key` with the lowest `statistic` (mean, p50, p95, ...) of `metric`.
+
+    Replicas share random numbers across points, so the difference to the runner-up
+    is paired replica by replica: its interval is much tighter than the two CIs.
+    """
+    if statistic != "mean" and not (
+        statistic.startswith("p") and statistic[1:].replace(".", "").isdigit()
+    ):
+        raise ValueError(f"statistic must be 'mean' or a percentile like 'p95', not {statistic!r}")
+    ok = table[table["error"] == ""] if "error" in table else table
+    wide = ok.pivot_table(index="replica", columns=key, values=metric, aggfunc="first")
+    wide = wide.dropna()  # a replica counts where it finished at every point
+    if len(wide) < 2 or wide.shape[1] < 2:
+        raise ValueError(
+            f"need at least two swept values of {key} with finished replicas to compare"
+        )
+    rng = np.random.default_rng(0)
+    rows = []
+    for value in wide.columns:
+        x = wide[value].to_numpy()
+        low, high = _ci(x, statistic, rng)
+        rows.append(
+            {key: value, statistic: _statistic(x, statistic), "ci_low": low, "ci_high": high}
+        )
+    points = pd.DataFrame(rows).sort_values(statistic, kind="stable").reset_index(drop=True)
+    best, runner = points[key].iloc[0], points[key].iloc[1]
+    a, b = wide[best].to_numpy(), wide[runner].to_numpy()
+    if statistic == "mean":
+        diff = b - a
+        difference = float(diff.mean())
+        half = 1.96 * diff.std(ddof=1) / math.sqrt(diff.size)
+        difference_ci = (difference - half, difference + half)
+    else:
+        q = float(statistic.lstrip("p"))
+        difference = float(np.percentile(b, q) - np.percentile(a, q))
+        idx = rng.integers(0, a.size, size=(1000, a.size))
+        boot = np.percentile(b[idx], q, axis=1) - np.percentile(a[idx], q, axis=1)
+        difference_ci = (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)))
+    row = points.iloc[0]
+    return Optimum(
+        key,
+        metric,
+        statistic,
+        _json_value(best),
+        float(row[statistic]),
+        (float(row.ci_low), float(row.ci_high)),
+        _json_value(runner),
+        float(points[statistic].iloc[1]),
+        difference,
+        difference_ci,
+        points,
+    )

@@ -18,7 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sim import perf
+from sim import analysis, perf
 from sim.api import RunOutcome, run_scenario
 from sim.scenario import ScenarioError, load_scenario
 
@@ -145,6 +145,83 @@ def calc(scenario, overrides, as_json) -> None:
         for label, value in _calc_rows(c):
             table.add_row(label, value)
         console.print(table)
+
+
+@app.command()
+@scenario_argument
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    required=True,
+    metavar="KEY=V1,V2,...",
+    help="The key to optimise and its candidate values, e.g. checkpoint.interval_minutes=10,20,40.",
+)
+@set_option
+@click.option("--replicas", type=click.IntRange(min=2), help="Replicas per candidate.")
+@click.option("--seed", type=click.IntRange(min=0), help="Base seed.")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
+@click.option(
+    "--metric", default="time_to_train_days", show_default=True, help="Metric to minimise."
+)
+@click.option(
+    "--statistic", default="mean", show_default=True, help="mean, or a percentile such as p95."
+)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@json_option
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def optimize(
+    scenario, params, overrides, replicas, seed, workers, metric, statistic, out, as_json, progress
+) -> None:
+    """Sweep one key and report the value with the lowest mean (or percentile) of a metric."""
+    if len(params) != 1:
+        raise click.BadParameter("optimize one key at a time", param_hint="--param")
+    if metric not in analysis.METRICS:
+        raise click.BadParameter(
+            f"unknown metric {metric!r}; one of {', '.join(analysis.METRICS)}",
+            param_hint="--metric",
+        )
+    outcome = run_scenario(
+        scenario,
+        overrides=list(overrides),
+        params=list(params),
+        replicas=replicas,
+        seed=seed,
+        workers=workers,
+        out=out,
+        progress=progress,
+    )
+    key = outcome.scenario_set.swept_keys[0]
+    try:
+        best = analysis.optimize(outcome.table, key, metric, statistic)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--param/--statistic") from None
+    if as_json:
+        doc = {k: v for k, v in dataclasses.asdict(best).items() if k != "points"}
+        doc["points"] = best.points.to_dict(orient="records")
+        doc["run_dir"] = str(outcome.run_dir)
+        print(json.dumps(doc, default=float))
+        return
+    console = _console()
+    table = Table(
+        title=f"{outcome.scenario_set.name}: {statistic} {metric} by {key}", title_justify="left"
+    )
+    for column in [key, statistic, "95% CI", ""]:
+        table.add_column(column, justify="right")
+    for i, row in best.points.iterrows():
+        table.add_row(
+            str(row[key]),
+            _fmt(row[statistic]),
+            f"{_fmt(row.ci_low)} – {_fmt(row.ci_high)}",
+            "best" if i == 0 else "",
+        )
+    console.print(table)
+    console.print(
+        f"best {key} = {best.best}: {statistic} {metric} {best.best_value:.4g} "
+        f"(95% CI {best.best_ci[0]:.4g} – {best.best_ci[1]:.4g}); runner-up {best.runner_up} is "
+        f"{best.difference:+.4g} worse (paired 95% CI {best.difference_ci[0]:+.4g} – {best.difference_ci[1]:+.4g})"
+    )
+    console.print(f"results: {outcome.run_dir}")
 
 
 @app.command(name="fabric")
@@ -287,6 +364,7 @@ def _calc_rows(c: perf.Calculation) -> list[tuple[str, str]]:
         ("ideal time to train", f"{c.ideal_days:.2f} days"),
         ("checkpoint size", f"{c.checkpoint_GB:,.0f} GB"),
         ("checkpoint write / load", f"{c.checkpoint_write_s:.1f} s / {c.checkpoint_load_s:.1f} s"),
+        (f"checkpoint blocks training ({c.checkpoint_mode})", f"{c.checkpoint_blocking_s:.2f} s"),
         ("checkpoint storage (keep_last)", f"{c.checkpoint_storage_TB:.2f} TB"),
         ("checkpoint interval", f"{c.interval_steps:,} steps = {c.interval_minutes:.1f} min"),
         (

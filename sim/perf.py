@@ -266,6 +266,20 @@ def restart_s(scenario: Scenario) -> float:
     return scenario.recovery.restart_minutes * 60.0 + checkpoint_load_s(scenario)
 
 
+def theory_interval_s(scenario: Scenario, theory: str) -> float:
+    """Young's or Daly's compute time between checkpoints for this scenario: the blocking
+    cost of its mode against the job's aggregate MTBF; an async interval is no shorter
+    than the drain of the previous checkpoint. Infinite without failures."""
+    mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
+    if math.isinf(mtbf_s):
+        return math.inf
+    formula = young_interval_s if theory == "young" else daly_interval_s
+    seconds = formula(checkpoint_blocking_s(scenario), mtbf_s)
+    if scenario.checkpoint.mode == "async":
+        seconds = max(seconds, checkpoint_write_s(scenario))
+    return seconds
+
+
 def interval_steps(scenario: Scenario) -> int:
     """Steps between checkpoints, resolving minutes and young | daly into steps."""
     ckpt = scenario.checkpoint
@@ -275,14 +289,10 @@ def interval_steps(scenario: Scenario) -> int:
     if ckpt.interval_minutes is not None:
         seconds = ckpt.interval_minutes * 60.0
     else:
-        mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
-        if math.isinf(mtbf_s):
+        assert ckpt.interval is not None
+        seconds = theory_interval_s(scenario, ckpt.interval)
+        if math.isinf(seconds):
             return total_steps(scenario)  # no failures: only the final checkpoint is worth writing
-        theory = young_interval_s if ckpt.interval == "young" else daly_interval_s
-        seconds = theory(checkpoint_blocking_s(scenario), mtbf_s)
-        if ckpt.mode == "async":
-            # no sooner than the previous checkpoint has drained to the tier
-            seconds = max(seconds, checkpoint_write_s(scenario))
     return max(1, min(total_steps(scenario), round(seconds / step_s)))
 
 
@@ -303,7 +313,9 @@ class Calculation:
     effective_tflops_per_gpu: float
     ideal_days: float
     checkpoint_GB: float
+    checkpoint_mode: str
     checkpoint_write_s: float
+    checkpoint_blocking_s: float  # what a checkpoint stops training for: the write, or the snapshot
     checkpoint_load_s: float
     checkpoint_storage_TB: float
     interval_steps: int
@@ -344,15 +356,17 @@ def calculate(scenario: Scenario) -> Calculation:
         effective_tflops_per_gpu=mfu(scenario) * scenario.cluster.gpu_spec.peak_tflops,
         ideal_days=ideal_s / DAY_S,
         checkpoint_GB=checkpoint_GB(scenario),
+        checkpoint_mode=scenario.checkpoint.mode,
         checkpoint_write_s=write_s,
+        checkpoint_blocking_s=checkpoint_blocking_s(scenario),
         checkpoint_load_s=checkpoint_load_s(scenario),
         checkpoint_storage_TB=checkpoint_GB(scenario) * scenario.checkpoint.keep_last / 1e3,
         interval_steps=interval,
         interval_minutes=interval * step_s / 60.0,
         aggregate_mtbf_hours=mtbf_h,
         failures_per_day=24.0 / mtbf_h if finite else 0.0,
-        young_interval_minutes=young_interval_s(write_s, mtbf_s) / 60.0 if finite else math.inf,
-        daly_interval_minutes=daly_interval_s(write_s, mtbf_s) / 60.0 if finite else math.inf,
+        young_interval_minutes=theory_interval_s(scenario, "young") / 60.0,
+        daly_interval_minutes=theory_interval_s(scenario, "daly") / 60.0,
         daly_expected_days=(
             daly_expected_wall_s(ideal_s, interval * step_s, write_s, restart_s(scenario), mtbf_s)
             / DAY_S

@@ -650,8 +650,43 @@ def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None
         model = [sub] if is_list else sub
 
 
+# Keys of which a scenario gives exactly one: an override or sweep of one replaces the others.
+EXCLUSIVE = [
+    ("checkpoint.interval_steps", "checkpoint.interval_minutes", "checkpoint.interval"),
+    ("performance.mfu", "performance.compute_efficiency"),
+    ("failures.*.mtbf_hours", "failures.*.rate_per_1k_gpu_day"),
+]
+
+
 def _assign(doc: dict[str, Any], key: str, value: Any) -> None:
+    """Set a dotted key; setting one of a group of exclusive keys removes its siblings."""
     parts = key.split(".")
+    pattern = ".".join("*" if p.isdigit() else p for p in parts)
+    for group in EXCLUSIVE:
+        if pattern in group and value is not None:
+            for sibling in group:
+                if sibling != pattern:
+                    _remove(doc, [p if s == "*" else s for p, s in zip(parts, sibling.split("."))])
+    _set(doc, parts, value)
+
+
+def _remove(doc: dict[str, Any], parts: list[str]) -> None:
+    node: Any = doc
+    for part in parts[:-1]:
+        node = (
+            node[int(part)]
+            if isinstance(node, list)
+            else node.get(part)
+            if isinstance(node, dict)
+            else None
+        )
+        if node is None:
+            return
+    if isinstance(node, dict):
+        node.pop(parts[-1], None)
+
+
+def _set(doc: dict[str, Any], parts: list[str], value: Any) -> None:
     node: Any = doc
     for part, nxt in zip(parts[:-1], parts[1:]):
         if isinstance(node, list):
