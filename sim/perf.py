@@ -159,6 +159,23 @@ def checkpoint_load_s(scenario: Scenario, nodes: int | None = None) -> float:
     return latency + checkpoint_GB(scenario) / read_GB_s(scenario.storage, nodes)
 
 
+def backup_copy_s(scenario: Scenario) -> float:
+    """Copying one checkpoint to the backup tier (it runs in the background)."""
+    backup = scenario.storage.backup
+    assert backup is not None
+    return backup.latency_ms / 1e3 + checkpoint_GB(scenario) / backup.write_GB_s
+
+
+def backup_restore_s(scenario: Scenario) -> float:
+    """Loading a checkpoint back from the backup tier (limited by the job's client paths too)."""
+    backup = scenario.storage.backup
+    assert backup is not None
+    bandwidth = min(
+        backup.read_GB_s, scenario.cluster.nodes * scenario.storage.client_GB_s_per_node
+    )
+    return backup.latency_ms / 1e3 + checkpoint_GB(scenario) / bandwidth
+
+
 def snapshot_s(scenario: Scenario, nodes: int | None = None) -> float:
     """Async: the device-to-host copy of a node's share of the state (the part that blocks)."""
     nodes = scenario.cluster.nodes if nodes is None else nodes
@@ -194,15 +211,20 @@ def components(failure: FailureClassConfig, scenario: Scenario) -> int:
         return tree.cables - tree.endpoints
     if failure.scope == "switch":
         return fat_tree(scenario).switches
-    return {"gpu": scenario.cluster.gpus, "node": scenario.cluster.nodes, "job": 1}[failure.scope]
+    return {"gpu": scenario.cluster.gpus, "node": scenario.cluster.nodes, "job": 1, "storage": 1}[
+        failure.scope
+    ]
 
 
 def gpus_per_component(failure: FailureClassConfig, scenario: Scenario) -> float:
     if failure.scope in ("link", "switch"):
         return scenario.cluster.gpus / components(failure, scenario)
-    return {"gpu": 1, "node": scenario.cluster.gpus_per_node, "job": scenario.cluster.gpus}[
-        failure.scope
-    ]
+    return {
+        "gpu": 1,
+        "node": scenario.cluster.gpus_per_node,
+        "job": scenario.cluster.gpus,
+        "storage": scenario.cluster.gpus,
+    }[failure.scope]
 
 
 def component_mtbf_hours(failure: FailureClassConfig, scenario: Scenario) -> float:

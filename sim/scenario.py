@@ -37,18 +37,13 @@ NOT_SUPPORTED_YET: dict[str, str] = {
     "cluster.lemon_rate_multiplier": "lemon nodes",
     "storage.data_tier": "storage contention (storage issue)",
     "storage.data_bytes_per_token": "storage contention (storage issue)",
-    "storage.backup": "checkpoint backups (storage issue)",
     "storage.background_load": "storage contention (storage issue)",
     "checkpoint.memory_every_steps": "in-memory checkpoints (storage issue)",
     "repair": "the repair pipeline",
     "stragglers": "stragglers",
     "maintenance": "planned maintenance",
 }
-NOT_SUPPORTED_VALUES: dict[str, dict[Any, str]] = {
-    "failures.*.scope": {
-        "storage": "storage outages (storage issue)",
-    },
-}
+NOT_SUPPORTED_VALUES: dict[str, dict[Any, str]] = {}
 
 _NAME = r"^[a-z0-9_-]+$"
 
@@ -204,7 +199,7 @@ class TierConfig(_Section):
     def _preset(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        kind = data.get("kind", "lustre")
+        kind = data.get("kind", cls.model_fields["kind"].default)
         preset = TIERS.get(kind) if isinstance(kind, str) else None
         if preset is None:
             return data  # the Literal check names the kinds
@@ -229,9 +224,17 @@ class TierConfig(_Section):
         return data
 
 
+class BackupConfig(TierConfig):
+    """A second tier that every `every`-th durable checkpoint is copied to in the background."""
+
+    kind: Literal["lustre", "gpfs", "weka", "nfs", "object"] = "object"
+    every: PositiveInt = 1
+
+
 class StorageConfig(_Section):
     checkpoint_tier: TierConfig
     client_GB_s_per_node: Positive = 25.0
+    backup: BackupConfig | None = None
 
 
 class CheckpointConfig(_Section):
@@ -261,7 +264,7 @@ class CheckpointConfig(_Section):
 
 class FailureClassConfig(_Section):
     name: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
-    scope: Literal["gpu", "node", "job", "link", "switch"]
+    scope: Literal["gpu", "node", "job", "link", "switch", "storage"]
     mtbf_hours: Positive | None = None
     rate_per_1k_gpu_day: Positive | None = None
     distribution: Literal["exponential", "weibull", "lognormal"] = "exponential"
@@ -270,9 +273,12 @@ class FailureClassConfig(_Section):
     detect_minutes: NonNegative = 3.0
     replace: bool | None = None
     repair_hours: Positive = 48.0
+    loses_data: bool = False  # storage: the outage destroys the checkpoints on the tier
 
     @model_validator(mode="after")
     def _consistent(self) -> FailureClassConfig:
+        if self.loses_data and self.scope != "storage":
+            raise ValueError("loses_data is only meaningful with scope: storage")
         if (self.mtbf_hours is None) == (self.rate_per_1k_gpu_day is None):
             raise ValueError("give exactly one of mtbf_hours or rate_per_1k_gpu_day")
         if self.distribution == "weibull" and self.weibull_shape is None:
@@ -292,7 +298,9 @@ class FailureClassConfig(_Section):
     @property
     def replaces_nodes(self) -> bool:
         """`replace` defaults to true for hardware scopes and false for the job."""
-        return self.scope not in ("job", "link") if self.replace is None else self.replace
+        return (
+            self.scope not in ("job", "link", "storage") if self.replace is None else self.replace
+        )
 
 
 class RecoveryConfig(_Section):
@@ -626,13 +634,14 @@ def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None
             if not part.isdigit():
                 raise ScenarioError(source, here, f"{origin}: expected a list index, got {part!r}")
             items = node if isinstance(node, list) else []
-            if int(part) >= len(items):
+            appending = int(part) == len(items) and here == key  # --set failures.N={...} appends
+            if int(part) >= len(items) and not appending:
                 raise ScenarioError(
                     source,
                     here,
                     f"{origin}: list index {part} is out of range ({len(items)} items)",
                 )
-            model, node = model[0], items[int(part)]
+            model, node = model[0], (None if appending else items[int(part)])
             continue
         fields = model.model_fields
         if part not in fields:
@@ -697,7 +706,10 @@ def _set(doc: dict[str, Any], parts: list[str], value: Any) -> None:
         node = node[part]
     last = parts[-1]
     if isinstance(node, list):
-        node[int(last)] = value
+        if int(last) == len(node):
+            node.append(value)
+        else:
+            node[int(last)] = value
     else:
         node[last] = value
 

@@ -24,6 +24,15 @@ class Failure:
     scope: str = "job"
     component: int = 0
     repair_s: float | None = None
+    loses_data: bool = False  # storage: the tier's checkpoints are gone
+
+
+@dataclass(frozen=True)
+class StorageChanged:
+    """The checkpoint tier went down (perhaps losing its data) or came back."""
+
+    time_s: float
+    lost_data: bool
 
 
 @dataclass(frozen=True)

@@ -98,5 +98,6 @@ class FailureSource:
                     repair_mean_s=fc.repair_mean_s,
                     scope=fc.scope,
                     component=index,
+                    loses_data=fc.loses_data,
                 )
             )

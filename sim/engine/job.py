@@ -18,8 +18,9 @@ from dataclasses import dataclass, field, replace
 import simpy
 
 from sim.engine.cluster import Cluster
-from sim.engine.events import FabricChanged, Failure, NodesAvailable
+from sim.engine.events import FabricChanged, Failure, NodesAvailable, StorageChanged
 from sim.engine.plan import ReplicaPlan
+from sim.engine.storage import Storage
 from sim.engine.stretch import Stretch
 
 # --------------------------------------------------------------------------- policies
@@ -74,6 +75,7 @@ class Ledger:
     node_wait_s: float = 0.0  # part of downtime: waiting for nodes to come back
     checkpoints_written: int = 0
     checkpoints_lost: int = 0  # snapshots or writes lost before they were durable
+    restores_from_backup: int = 0
     restarts: int = 0
     failures: list[int] = field(default_factory=list)
 
@@ -128,6 +130,9 @@ class Job:
         # carried across a step-time change: a snapshot still draining, and the work
         # toward the next checkpoint (compute, waits and snapshot so far)
         self._pending: PendingSnapshot | None = None
+        self.storage: Storage | None = None  # set in the build phase when storage matters
+        self._durable_on_backup = False  # the rollback point lives only on the backup tier
+        self._in_memory = False
         self._resume_step = 0
         self._next_compute_s = self._next_other_s = self._done_steps = self._snapped_s = 0.0
         self.process: simpy.Process | None = None
@@ -143,6 +148,10 @@ class Job:
             if not counted:
                 self.ledger.failures[failure.class_index] += 1
             self.process.interrupt(failure)
+
+    def storage_changed(self, lost_data: bool) -> None:
+        if self.process is not None and self.process.is_alive:
+            self.process.interrupt(StorageChanged(self.env.now, lost_data))
 
     def fabric_changed(self) -> None:
         if self.process is not None and self.process.is_alive:
@@ -161,7 +170,9 @@ class Job:
     def _run(self):
         try:
             while True:
+                self._in_memory = True  # the job's state is on its GPUs
                 outcome = yield from self._train()
+                self._in_memory = False
                 if outcome is FINISHED:
                     self.finished = True
                     return
@@ -171,6 +182,7 @@ class Job:
                     yield from self._replace(failures)
                     failure = yield from self._restart()
         except HorizonReached:
+            self._drop_progress()  # work not yet durable at the horizon (e.g. waiting for the tier)
             return
 
     def _train(self):
@@ -196,10 +208,14 @@ class Job:
             t0 = env.now
             # an elastic job that is short of nodes grows back at its next checkpoint
             grow_at = 1 if self._can_grow() else None
+            # with the tier down, train up to the next snapshot, then wait for the tier
+            blocked_at = self._next_snapshot_start(stretch) if self._tier_down() else None
             fabric_changed = False
             while True:
                 k = stretch.checkpoints if grow_at is None else grow_at
                 target = stretch.checkpoint_due_s(k)
+                if blocked_at is not None:
+                    target = min(target, blocked_at)
                 try:
                     yield env.timeout(max(0.0, min(t0 + target, deadline) - env.now))
                 except simpy.Interrupt as interrupt:
@@ -207,8 +223,10 @@ class Job:
                     if isinstance(cause, Failure):
                         self._book(stretch, stretch.position(env.now - t0), env.now - t0)
                         return cause
-                    if isinstance(cause, FabricChanged):
+                    if isinstance(cause, FabricChanged | StorageChanged):
                         self._carry(stretch, stretch.position(env.now - t0), env.now - t0)
+                        if isinstance(cause, StorageChanged):
+                            self._storage_event(cause, running=True)
                         fabric_changed = True
                         break
                     if grow_at is None and self._can_grow():
@@ -217,6 +235,17 @@ class Job:
                 if t0 + target > deadline:
                     self._book(stretch, stretch.position(env.now - t0), env.now - t0)
                     raise HorizonReached
+                if blocked_at is not None and target == blocked_at:
+                    self._carry(stretch, stretch.position(target), target)
+                    self._trace("wait for storage", env.now, 0.0)
+                    failure = yield from self._hold(
+                        math.inf, "downtime_s", wake_on=(StorageChanged,)
+                    )
+                    if failure is not None:
+                        self._drop_progress()  # the work carried to the blocked checkpoint
+                        return failure
+                    fabric_changed = True  # re-plan from here
+                    break
                 self._book(stretch, stretch.at_checkpoint(k), target)
                 if k >= stretch.checkpoints:
                     return FINISHED
@@ -240,50 +269,92 @@ class Job:
         ledger.checkpoint_stall_s += total_s - compute_s
         ledger.checkpoints_written += checkpoints
 
-    def _book_durable(self, stretch: Stretch, position) -> None:
+    def _book_durable(self, stretch: Stretch, position, t0: float) -> None:
         """Book what became durable at `position`: the snapshot draining when the stretch
         began, and the stretch's own checkpoints (with the work carried into it)."""
         if self._pending is not None and position.pending_durable:
             p = self._pending
             self._keep(p.steps, p.compute_s, p.compute_s + p.other_s, 1)
             self._pending = None
+            self.durable_step = stretch.start_step
+            self._on_tier_again()
+            self._maybe_backup(self.durable_step, t0 + stretch.pending_drain_s)
         if position.checkpoints:
-            steps = position.durable_step - stretch.start_step
+            ledger = self.ledger
+            before = (
+                ledger.ideal_s,
+                ledger.slowdown_s,
+                ledger.checkpoint_stall_s,
+                ledger.checkpoints_written,
+            )
+            base_compute, base_total = (
+                self._next_compute_s,
+                self._next_compute_s + self._next_other_s,
+            )
+            steps = position.durable_step - self.durable_step
             self._keep(
                 steps,
-                self._next_compute_s + position.kept_compute_s,
-                self._next_compute_s + self._next_other_s + position.kept_s,
+                base_compute + position.kept_compute_s,
+                base_total + position.kept_s,
                 position.checkpoints,
             )
+            if self.storage is not None and self.plan.backup_every:
+                for j in range(1, position.checkpoints + 1):
+                    if self.storage.wants_backup(before[3] + j):
+                        step_j = stretch.step_at_checkpoint(j)
+                        n = step_j - self.durable_step
+                        compute_j = base_compute + stretch._kept_compute(j)
+                        total_j = base_total + stretch.snapshot_end_s(j)
+                        kept = (
+                            before[0] + n * self.plan.step_s,
+                            before[1] + compute_j - n * self.plan.step_s,
+                            before[2] + total_j - compute_j,
+                        )
+                        self.storage.checkpoint_durable(step_j, t0 + stretch.durable_s(j), kept)
             if self.timeline is not None:
                 self._trace(
                     "train",
-                    self.env.now - position.window_s - position.kept_s,
+                    t0,
                     position.kept_s,
                     to_step=position.durable_step,
                     checkpoints=position.checkpoints,
                 )
             self._next_compute_s = self._next_other_s = 0.0
-        self.durable_step = position.durable_step
+            self.durable_step = position.durable_step
+            self._on_tier_again()
+
+    def _maybe_backup(self, step: int, durable_s: float) -> None:
+        if self.storage is not None and self.storage.wants_backup(self.ledger.checkpoints_written):
+            ledger = self.ledger
+            self.storage.checkpoint_durable(
+                step, durable_s, (ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s)
+            )
+
+    def _on_tier_again(self) -> None:
+        self._durable_on_backup = False
 
     def _book(self, stretch: Stretch, position, elapsed_s: float) -> None:
         """The stretch ends at `position`: keep what is durable, lose the rest (roll back)."""
-        carried = self._next_compute_s + self._next_other_s if not position.checkpoints else 0.0
-        pending = self._pending
-        pending_lost = pending is not None and not position.pending_durable
-        self._book_durable(stretch, position)
-        lost_s = elapsed_s - position.kept_s + carried
-        lost_checkpoints = position.snapshots - position.checkpoints + int(position.aborted_write)
-        if pending_lost:
-            assert pending is not None
-            lost_s += pending.compute_s + pending.other_s
-            lost_checkpoints += 1
-        self.ledger.lost_work_s += lost_s
-        self.ledger.checkpoints_lost += lost_checkpoints
+        self._book_durable(stretch, position, self.env.now - elapsed_s)
+        lost_before = self.ledger.lost_work_s
+        self.ledger.lost_work_s += elapsed_s - position.kept_s
+        self.ledger.checkpoints_lost += (
+            position.snapshots - position.checkpoints + int(position.aborted_write)
+        )
+        self._drop_progress()
+        lost_s = self.ledger.lost_work_s - lost_before
         if self.timeline is not None and lost_s > 1e-9:
             self._trace(
-                "lost work", self.env.now - lost_s, lost_s, rolled_back_to=position.durable_step
+                "lost work", self.env.now - lost_s, lost_s, rolled_back_to=self.durable_step
             )
+
+    def _drop_progress(self) -> None:
+        """Roll back to the last durable checkpoint: carried work and a pending snapshot are lost."""
+        lost_s = self._next_compute_s + self._next_other_s
+        if self._pending is not None:
+            lost_s += self._pending.compute_s + self._pending.other_s
+            self.ledger.checkpoints_lost += 1
+        self.ledger.lost_work_s += lost_s
         self._next_compute_s = self._next_other_s = self._done_steps = self._snapped_s = 0.0
         self._pending = None
         self._resume_step = self.durable_step
@@ -292,7 +363,7 @@ class Job:
         """The step time changes mid-stretch: keep what is durable and carry the rest
         (a snapshot still draining, progress toward the next checkpoint) into a new stretch."""
         first_window = position.snapshots == 0
-        self._book_durable(stretch, position)
+        self._book_durable(stretch, position, self.env.now - elapsed_s)
         if position.snapshots > position.checkpoints:  # the last snapshot is still draining
             w = position.snapshots
             other = position.last_window_s - position.last_window_compute_s
@@ -320,6 +391,50 @@ class Job:
             self._done_steps = position.window_compute_s / stretch.step_s
             self._snapped_s = position.window_snapshot_s
             self._resume_step = stretch.step_at_checkpoint(position.snapshots)
+
+    def _tier_down(self) -> bool:
+        return self.storage is not None and not self.storage.up
+
+    def _next_snapshot_start(self, stretch: Stretch) -> float:
+        return stretch.snapshot_start_s(1)
+
+    def _storage_event(self, cause: StorageChanged, running: bool) -> None:
+        """The tier went down or came back. Down: a write in flight is aborted and a drain in
+        flight never completes; with data loss the fallback becomes the newest backup."""
+        if not self._tier_down():
+            return
+        if self.plan.mode == "sync" and self._snapped_s > 0:
+            self.ledger.lost_work_s += self._snapped_s  # the aborted write; it restarts later
+            self._next_other_s -= self._snapped_s
+            self._snapped_s = 0.0
+            self.ledger.checkpoints_lost += 1
+        if self._pending is not None:
+            p = self._pending  # never durable: its work is just work in memory again
+            self._next_compute_s += p.compute_s
+            self._next_other_s += p.other_s
+            self._pending = None
+            self.ledger.checkpoints_lost += 1
+        if cause.lost_data:
+            self._lose_tier_data(running)
+
+    def _lose_tier_data(self, running: bool) -> None:
+        """The tier's checkpoints are gone: fall back to the newest backup (or the start).
+        Work kept since then is no longer safe: carried if training, lost if not."""
+        assert self.storage is not None
+        backup = self.storage.newest_backup()
+        ledger = self.ledger
+        ideal, slowdown, stall = backup.kept if backup else (0.0, 0.0, 0.0)
+        unsafe_compute = (ledger.ideal_s - ideal) + (ledger.slowdown_s - slowdown)
+        unsafe_other = ledger.checkpoint_stall_s - stall
+        ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s = ideal, slowdown, stall
+        if running:
+            self._next_compute_s += unsafe_compute
+            self._next_other_s += unsafe_other
+        else:
+            ledger.lost_work_s += unsafe_compute + unsafe_other
+            self._resume_step = backup.step if backup else 0
+        self.durable_step = backup.step if backup else 0
+        self._durable_on_backup = backup is not None
 
     def _detect(self, first: Failure):
         """Hold until the first failure is noticed; failures meanwhile merge into it."""
@@ -356,14 +471,36 @@ class Job:
                 )
 
     def _restart(self):
-        """Launch and load the last durable checkpoint; returns a failure that aborted it, or None."""
+        """Launch and load the last durable checkpoint; returns a failure that aborted it, or None.
+        The checkpoint comes from the tier (waiting for it if it is down) or from the backup."""
         nodes = self.cluster.active
-        duration = self.plan.restart_s + (self.plan.load_s(nodes) if self.durable_step > 0 else 0.0)
+        load = 0.0
+        if self.durable_step > 0 and self._durable_on_backup:
+            load = self.plan.backup_restore_s
+            self.ledger.restores_from_backup += 1
+        elif self.durable_step > 0:
+            while self._tier_down():
+                start = self.env.now
+                failure = yield from self._hold(math.inf, "downtime_s", wake_on=(StorageChanged,))
+                self._trace("wait for storage", start, self.env.now - start)
+                if failure is not None:
+                    return failure
+                if self._durable_on_backup:  # the outage destroyed the tier's copy meanwhile
+                    return (yield from self._restart())
+            load = self.plan.load_s(nodes)
+        duration = self.plan.restart_s + load
         self.ledger.restarts += 1
         self._trace("restart", self.env.now, duration, nodes=nodes, from_step=self.durable_step)
         return (yield from self._hold(duration, "downtime_s"))
 
-    def _hold(self, seconds: float, bucket: str, merge=None, until_nodes: bool = False):
+    def _hold(
+        self,
+        seconds: float,
+        bucket: str,
+        merge=None,
+        until_nodes: bool = False,
+        wake_on: tuple = (),
+    ):
         """Let `seconds` of wall clock pass, booked to `bucket`.
 
         A failure ends the hold and is returned, unless `merge` takes it. With
@@ -384,6 +521,10 @@ class Job:
                     if merge is None:
                         return cause
                     merge(cause)
+                elif isinstance(cause, StorageChanged):
+                    self._storage_event(cause, running=self._in_memory)
+                    if StorageChanged in wake_on and not self._tier_down():
+                        return None
                 elif until_nodes and isinstance(cause, NodesAvailable):
                     return None
                 continue

@@ -24,6 +24,7 @@ class FailureClassPlan:
     detect_s: float
     replace: bool
     repair_mean_s: float
+    loses_data: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class ReplicaPlan:
     tier_read_GB_s: float
     client_GB_s_per_node: float
     tier_latency_s: float
+    keep_last: int
     mode: str  # sync | async
     snapshot_GB_s_per_node: float
     restart_s: float  # launch part, the checkpoint load comes on top
@@ -53,6 +55,9 @@ class ReplicaPlan:
     gpu_hour_usd: float
     failure_classes: tuple[FailureClassPlan, ...]
     fabric: perf.Degradation | None = None  # only when link or switch failures are simulated
+    backup_every: int = 0  # 0: no backup tier
+    backup_copy_s: float = 0.0
+    backup_restore_s: float = 0.0
 
     @property
     def gpus(self) -> int:
@@ -102,7 +107,9 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             index=i,
             name=f.name,
             scope=f.scope,
-            components=perf.components(f, scenario) if f.scope in ("job", "link", "switch") else 0,
+            components=perf.components(f, scenario)
+            if f.scope in ("job", "link", "switch", "storage")
+            else 0,
             lifetime_s=lifetime(
                 f.distribution,
                 perf.component_mtbf_hours(f, scenario) * perf.HOUR_S,
@@ -112,6 +119,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             detect_s=f.detect_minutes * 60.0,
             replace=f.replaces_nodes,
             repair_mean_s=f.repair_hours * perf.HOUR_S,
+            loses_data=f.loses_data,
         )
         for i, f in enumerate(scenario.failures)
     )
@@ -131,6 +139,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         tier_read_GB_s=tier.read_GB_s,
         client_GB_s_per_node=scenario.storage.client_GB_s_per_node,
         tier_latency_s=tier.latency_ms / 1e3,
+        keep_last=scenario.checkpoint.keep_last,
         mode=scenario.checkpoint.mode,
         snapshot_GB_s_per_node=scenario.checkpoint.snapshot_GB_s_per_node,
         restart_s=scenario.recovery.restart_minutes * 60.0,
@@ -143,6 +152,9 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         mfu=perf.mfu(scenario),
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         failure_classes=classes,
+        backup_every=scenario.storage.backup.every if scenario.storage.backup else 0,
+        backup_copy_s=perf.backup_copy_s(scenario) if scenario.storage.backup else 0.0,
+        backup_restore_s=perf.backup_restore_s(scenario) if scenario.storage.backup else 0.0,
         fabric=perf.Degradation(scenario)
         if any(f.scope in ("link", "switch") for f in scenario.failures)
         else None,

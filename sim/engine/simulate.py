@@ -21,9 +21,10 @@ from sim.engine.fabricstate import FabricState
 from sim.engine.failures import FailureSource
 from sim.engine.job import Job, Ledger
 from sim.engine.plan import ReplicaPlan
+from sim.engine.storage import Storage
 
 # Stream table: fixed ids, only ever appended to (changing one changes every result).
-STREAMS = {"failure_lifetimes": 0, "repair_times": 1, "fabric_repairs": 2}
+STREAMS = {"failure_lifetimes": 0, "repair_times": 1, "fabric_repairs": 2, "storage_repairs": 3}
 
 HOUR_S = 3600.0
 
@@ -54,6 +55,10 @@ class RunRecord:
     failures_by_class: dict[str, int]
     checkpoints_written: int
     checkpoints_lost: int
+    checkpoint_GB_written: float
+    storage_peak_TB: float
+    backup_lag_hours: float
+    restores_from_backup: int
     restarts: int
     nodes_replaced: int
     node_wait_hours: float
@@ -89,6 +94,8 @@ def simulate_replica(
     def strike(failure: Failure) -> None:
         if failure.scope in ("link", "switch"):
             fabric_ref[0].strike(failure)
+        elif failure.scope == "storage":
+            storage.strike(failure)
         else:
             job_ref[0].strike(failure)
 
@@ -111,8 +118,16 @@ def simulate_replica(
         sources,
         on_node_returned=lambda: job_ref[0].node_returned(),
     )
+    storage = Storage(
+        env,
+        plan,
+        [stream(seed, replica, "storage_repairs", fc.index) for fc in plan.failure_classes],
+    )
     job = Job(env, plan, cluster, ledger, trace)
     job_ref.append(job)
+    if plan.backup_every or any(fc.scope == "storage" for fc in plan.failure_classes):
+        job.storage = storage
+        storage.job = job
     if plan.fabric is not None:
         fabric_ref.append(
             FabricState(
@@ -136,7 +151,7 @@ def simulate_replica(
     assert cluster.active + cluster.spares + cluster.in_repair == plan.nodes + plan.spare_nodes, (
         "nodes were not conserved"
     )
-    return _record(plan, replica, seed, job, ledger, cluster, env.now, trace)
+    return _record(plan, replica, seed, job, ledger, cluster, storage, env.now, trace)
 
 
 def _inject(env: simpy.Environment, strike, failure: Failure):
@@ -151,6 +166,7 @@ def _record(
     job: Job,
     ledger: Ledger,
     cluster: Cluster,
+    storage: Storage,
     wall_s: float,
     trace: list[dict] | None,
 ) -> RunRecord:
@@ -176,6 +192,12 @@ def _record(
         failures_by_class={fc.name: n for fc, n in zip(plan.failure_classes, ledger.failures)},
         checkpoints_written=ledger.checkpoints_written,
         checkpoints_lost=ledger.checkpoints_lost,
+        checkpoint_GB_written=ledger.checkpoints_written * plan.checkpoint_GB,
+        storage_peak_TB=plan.checkpoint_GB
+        * min(plan.keep_last + 1, ledger.checkpoints_written + ledger.checkpoints_lost)
+        / 1e3,
+        backup_lag_hours=storage.backup_lag_hours(wall_s) if plan.backup_every else math.nan,
+        restores_from_backup=ledger.restores_from_backup,
         restarts=ledger.restarts,
         nodes_replaced=cluster.nodes_replaced,
         node_wait_hours=ledger.node_wait_s / HOUR_S,

@@ -110,6 +110,12 @@ class Stretch:
         """T_j: when checkpoint j is durable (the last one: when the stretch ends)."""
         return self.duration_s if j >= self.checkpoints else self.snapshot_end_s(j) + self.drain_s
 
+    def snapshot_start_s(self, j: int) -> float:
+        """When snapshot j (1-based) starts: after its compute and the previous drain."""
+        if j == 1:
+            return max(self.first_compute_s, self.pending_drain_s)
+        return self.snapshot_end_s(j) - self.snapshot_s
+
     def compute_s(self, j: int) -> float:
         """Compute before snapshot j (c_j)."""
         if j == 1:

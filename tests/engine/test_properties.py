@@ -13,20 +13,23 @@ from tests.conftest import tiny
 
 failure_class = st.fixed_dictionaries(
     {
-        "scope": st.sampled_from(["gpu", "node", "job", "link", "switch"]),
+        "scope": st.sampled_from(["gpu", "node", "job", "link", "switch", "storage"]),
         "mtbf_hours": st.floats(0.02, 5.0),
         "distribution": st.sampled_from(["exponential", "weibull", "lognormal"]),
         "detect_minutes": st.floats(0.0, 5.0),
         "repair_hours": st.floats(0.01, 2.0),
         "replace": st.booleans(),
+        "loses_data": st.booleans(),
     }
 )
 
 
 def as_class(i: int, spec: dict) -> dict:
     out = {"name": f"c{i}", **spec}
-    if spec["scope"] in ("job", "link"):
+    if spec["scope"] in ("job", "link", "storage"):
         out["replace"] = False
+    if spec["scope"] != "storage":
+        out["loses_data"] = False
     if spec["distribution"] == "weibull":
         out["weibull_shape"] = 0.8
     if spec["distribution"] == "lognormal":
@@ -49,6 +52,7 @@ def as_class(i: int, spec: dict) -> dict:
     placement=st.sampled_from(["contiguous", "scattered"]),
     mode=st.sampled_from(["sync", "async"]),
     snapshot_GB_s=st.floats(0.5, 50.0),
+    backup_every=st.integers(0, 4),
 )
 def test_time_identity_holds_for_every_replica(
     nodes,
@@ -64,6 +68,7 @@ def test_time_identity_holds_for_every_replica(
     placement,
     mode,
     snapshot_GB_s,
+    backup_every,
 ):
     try:
         scenario = tiny(
@@ -77,6 +82,7 @@ def test_time_identity_holds_for_every_replica(
             recovery={"policy": policy, "elastic_min_fraction": min_fraction, "restart_minutes": 1},
             simulation={"horizon_days": horizon_hours / 24},
             network={"switch_radix": radix, "placement": placement},
+            storage={"backup": {"kind": "object", "every": backup_every}} if backup_every else {},
         )
     except ScenarioError:
         assume(

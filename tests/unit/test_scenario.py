@@ -58,6 +58,11 @@ def test_defaults_fill_optional_sections():
         ),
         ({"parallelism": {"tensor": 3}}, "parallelism", "does not divide"),
         ({"repair": {"auto_minutes": 120}}, "repair", "not supported yet"),
+        (
+            {"failures": [{"name": "s", "scope": "gpu", "mtbf_hours": 5, "loses_data": True}]},
+            "failures.0",
+            "loses_data",
+        ),
         ({"network": {"switch_radix": 63}}, "network.switch_radix", "even"),
         ({"network": {"nics_per_node": 3}}, "network.nics_per_node", "do not divide"),
         (
@@ -80,11 +85,7 @@ def test_defaults_fill_optional_sections():
             "checkpoint.mode",
             "host RAM",
         ),
-        (
-            {"failures": [{"name": "s", "scope": "storage", "mtbf_hours": 5}]},
-            "failures.0.scope",
-            "not supported yet",
-        ),
+        ({"storage": {"data_tier": "shared"}}, "storage.data_tier", "not supported yet"),
     ],
 )
 def test_bad_input_names_the_key_path(change, path, words):
