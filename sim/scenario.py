@@ -38,7 +38,6 @@ NOT_SUPPORTED_YET: dict[str, str] = {
     "storage.data_tier": "storage contention (storage issue)",
     "storage.data_bytes_per_token": "storage contention (storage issue)",
     "storage.background_load": "storage contention (storage issue)",
-    "checkpoint.memory_every_steps": "in-memory checkpoints (storage issue)",
     "repair": "the repair pipeline",
     "stragglers": "stragglers",
     "maintenance": "planned maintenance",
@@ -245,6 +244,7 @@ class CheckpointConfig(_Section):
     state_bytes_per_param: Positive = 14.0
     keep_last: PositiveInt = 5
     snapshot_GB_s_per_node: Positive = 50.0  # async: device-to-host copy, the part that blocks
+    memory_every_steps: PositiveInt | None = None  # in-memory level in peer hosts' RAM
 
     @model_validator(mode="after")
     def _one_interval(self) -> CheckpointConfig:

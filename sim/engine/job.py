@@ -133,6 +133,7 @@ class Job:
         self.storage: Storage | None = None  # set in the build phase when storage matters
         self._durable_on_backup = False  # the rollback point lives only on the backup tier
         self._in_memory = False
+        self._from_memory = False  # the next restart loads the in-memory checkpoint
         self._resume_step = 0
         self._next_compute_s = self._next_other_s = self._done_steps = self._snapped_s = 0.0
         self.process: simpy.Process | None = None
@@ -204,6 +205,8 @@ class Job:
                 snapped_s=self._snapped_s,
                 pending_drain_s=pending.drain_left_s if pending else 0.0,
                 durable_before=self.durable_step,
+                memory_every=plan.memory_every,
+                memory_s=plan.memory_s(nodes),
             )
             t0 = env.now
             # an elastic job that is short of nodes grows back at its next checkpoint
@@ -221,9 +224,17 @@ class Job:
                 except simpy.Interrupt as interrupt:
                     cause = interrupt.cause
                     if isinstance(cause, Failure):
-                        self._book(stretch, stretch.position(env.now - t0), env.now - t0)
+                        survives = self.plan.memory_every and len(cause.nodes) == 1
+                        self._book(
+                            stretch, stretch.position(env.now - t0), env.now - t0, memory=survives
+                        )
                         return cause
                     if isinstance(cause, FabricChanged | StorageChanged):
+                        done_computing = (
+                            stretch.position(env.now - t0).snapshots == stretch.checkpoints
+                        )
+                        if done_computing and not self._tier_down():
+                            continue  # only the final drain is left: the step time no longer matters
                         self._carry(stretch, stretch.position(env.now - t0), env.now - t0)
                         if isinstance(cause, StorageChanged):
                             self._storage_event(cause, running=True)
@@ -333,10 +344,15 @@ class Job:
     def _on_tier_again(self) -> None:
         self._durable_on_backup = False
 
-    def _book(self, stretch: Stretch, position, elapsed_s: float) -> None:
-        """The stretch ends at `position`: keep what is durable, lose the rest (roll back)."""
+    def _book(self, stretch: Stretch, position, elapsed_s: float, memory: bool = False) -> None:
+        """The stretch ends at `position`: keep what is durable, lose the rest (roll back).
+
+        With `memory` (a single-node failure and an in-memory level) the job rolls back
+        only to its newest in-memory checkpoint: the work up to it is carried, not lost."""
         self._book_durable(stretch, position, self.env.now - elapsed_s)
         lost_before = self.ledger.lost_work_s
+        if memory and self._roll_back_to_memory(stretch, position, elapsed_s):
+            return
         self.ledger.lost_work_s += elapsed_s - position.kept_s
         self.ledger.checkpoints_lost += (
             position.snapshots - position.checkpoints + int(position.aborted_write)
@@ -348,6 +364,45 @@ class Job:
                 "lost work", self.env.now - lost_s, lost_s, rolled_back_to=self.durable_step
             )
 
+    def _roll_back_to_memory(self, stretch: Stretch, position, elapsed_s: float) -> bool:
+        """Carry the work up to the newest in-memory checkpoint of the current window (and the
+        not yet durable work it builds on); lose the rest. False if there is none."""
+        w = position.snapshots
+        newest = stretch.progress(w + 1, position.window_s)[2]
+        if newest is None:
+            return False
+        boundary, when_s = newest
+        done, _ = stretch.window_steps(w + 1)
+        compute = (boundary - done) * stretch.step_s
+        carried_compute, carried_other = compute, when_s - compute
+        if w == 0:
+            carried_compute += self._next_compute_s
+            carried_other += self._next_other_s
+            base = stretch.start_step
+        else:
+            base = stretch.step_at_checkpoint(w)
+            if (
+                w > position.checkpoints
+            ):  # the last snapshot never became durable: its work is needed
+                carried_compute += position.last_window_compute_s
+                carried_other += position.last_window_s - position.last_window_compute_s
+                if w == 1:
+                    carried_compute += self._next_compute_s
+                    carried_other += self._next_other_s
+                self.ledger.checkpoints_lost += 1
+        if self._pending is not None:  # its drain dies with the job; its work is in memory
+            carried_compute += self._pending.compute_s
+            carried_other += self._pending.other_s
+            self._pending = None
+            self.ledger.checkpoints_lost += 1
+        window_start = elapsed_s - position.window_s
+        self.ledger.lost_work_s += elapsed_s - (window_start + when_s)
+        self._next_compute_s, self._next_other_s = carried_compute, carried_other
+        self._done_steps, self._snapped_s = float(boundary), 0.0
+        self._resume_step = base
+        self._from_memory = True
+        return True
+
     def _drop_progress(self) -> None:
         """Roll back to the last durable checkpoint: carried work and a pending snapshot are lost."""
         lost_s = self._next_compute_s + self._next_other_s
@@ -358,6 +413,7 @@ class Job:
         self._next_compute_s = self._next_other_s = self._done_steps = self._snapped_s = 0.0
         self._pending = None
         self._resume_step = self.durable_step
+        self._from_memory = False
 
     def _carry(self, stretch: Stretch, position, elapsed_s: float) -> None:
         """The step time changes mid-stretch: keep what is durable and carry the rest
@@ -442,6 +498,10 @@ class Job:
         remaining = max(0.0, first.time_s + first.detect_s - self.env.now)
         self._trace("detect", self.env.now, remaining, cause=first.name)
         yield from self._hold(remaining, "downtime_s", merge=failures.append)
+        if self._from_memory and (
+            len({n for f in failures for n in f.nodes}) > 1 or any(not f.nodes for f in failures)
+        ):
+            self._drop_progress()  # more than one node (or the job) went: the peers' copies are gone
         return failures
 
     def _replace(self, failures: list[Failure]):
@@ -475,7 +535,9 @@ class Job:
         The checkpoint comes from the tier (waiting for it if it is down) or from the backup."""
         nodes = self.cluster.active
         load = 0.0
-        if self.durable_step > 0 and self._durable_on_backup:
+        if self._from_memory:
+            pass  # the state comes back from the peers' RAM: no load from the tier
+        elif self.durable_step > 0 and self._durable_on_backup:
             load = self.plan.backup_restore_s
             self.ledger.restores_from_backup += 1
         elif self.durable_step > 0:
@@ -489,6 +551,7 @@ class Job:
                     return (yield from self._restart())
             load = self.plan.load_s(nodes)
         duration = self.plan.restart_s + load
+        self._from_memory = False
         self.ledger.restarts += 1
         self._trace("restart", self.env.now, duration, nodes=nodes, from_step=self.durable_step)
         return (yield from self._hold(duration, "downtime_s"))

@@ -44,6 +44,7 @@ class ReplicaPlan:
     client_GB_s_per_node: float
     tier_latency_s: float
     keep_last: int
+    memory_every: int  # 0: no in-memory level
     mode: str  # sync | async
     snapshot_GB_s_per_node: float
     restart_s: float  # launch part, the checkpoint load comes on top
@@ -78,6 +79,12 @@ class ReplicaPlan:
         if self.mode == "sync":
             return self.write_s(nodes)
         return self.checkpoint_GB / nodes / self.snapshot_GB_s_per_node
+
+    def memory_s(self, nodes: int) -> float:
+        """An in-memory checkpoint: the device-to-host copy (the copy to a peer overlaps it)."""
+        return (
+            self.checkpoint_GB / nodes / self.snapshot_GB_s_per_node if self.memory_every else 0.0
+        )
 
     def drain_s(self, nodes: int) -> float:
         """The background part of a checkpoint: none (sync), or host memory to the tier (async)."""
@@ -140,6 +147,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         client_GB_s_per_node=scenario.storage.client_GB_s_per_node,
         tier_latency_s=tier.latency_ms / 1e3,
         keep_last=scenario.checkpoint.keep_last,
+        memory_every=scenario.checkpoint.memory_every_steps or 0,
         mode=scenario.checkpoint.mode,
         snapshot_GB_s_per_node=scenario.checkpoint.snapshot_GB_s_per_node,
         restart_s=scenario.recovery.restart_minutes * 60.0,

@@ -54,7 +54,11 @@ class Stretch:
         "drain_s",
         "pending_drain_s",
         "first_steps",
+        "done_steps",
+        "memory_every",
+        "memory_s",
         "first_compute_s",
+        "first_work_s",
         "first_s",
         "cycle_s",
         "full_cycles",
@@ -76,6 +80,8 @@ class Stretch:
         snapped_s: float = 0.0,
         pending_drain_s: float = 0.0,
         durable_before: int | None = None,
+        memory_every: int = 0,
+        memory_s: float = 0.0,
     ):
         self.start_step = start_step
         self.durable_before = start_step if durable_before is None else durable_before
@@ -86,9 +92,16 @@ class Stretch:
         self.drain_s = drain_s
         self.pending_drain_s = pending_drain_s
         self.first_steps = min(interval_steps, total_steps - start_step)
+        self.done_steps = done_steps
+        self.memory_every = memory_every
+        self.memory_s = memory_s
         self.first_compute_s = (self.first_steps - done_steps) * step_s
-        self.first_s = max(self.first_compute_s, pending_drain_s) + (snapshot_s - snapped_s)
-        self.cycle_s = max(interval_steps * step_s, drain_s) + snapshot_s
+        self.first_work_s = (
+            self.first_compute_s + self._memory_snapshots(done_steps, self.first_steps) * memory_s
+        )
+        self.first_s = max(self.first_work_s, pending_drain_s) + (snapshot_s - snapped_s)
+        full_work = interval_steps * step_s + self._memory_snapshots(0, interval_steps) * memory_s
+        self.cycle_s = max(full_work, drain_s) + snapshot_s
         rest = total_steps - start_step - self.first_steps
         self.full_cycles, self.tail_steps = divmod(rest, interval_steps)
         self.checkpoints = 1 + self.full_cycles + (1 if self.tail_steps else 0)
@@ -104,7 +117,7 @@ class Stretch:
         if j <= 1 + self.full_cycles:
             return self.first_s + (j - 1) * self.cycle_s
         before = self.first_s + self.full_cycles * self.cycle_s
-        return before + max(self.tail_steps * self.step_s, self.drain_s) + self.snapshot_s
+        return before + max(self.work_s(j), self.drain_s) + self.snapshot_s
 
     def durable_s(self, j: int) -> float:
         """T_j: when checkpoint j is durable (the last one: when the stretch ends)."""
@@ -113,15 +126,63 @@ class Stretch:
     def snapshot_start_s(self, j: int) -> float:
         """When snapshot j (1-based) starts: after its compute and the previous drain."""
         if j == 1:
-            return max(self.first_compute_s, self.pending_drain_s)
+            return max(self.first_work_s, self.pending_drain_s)
         return self.snapshot_end_s(j) - self.snapshot_s
 
-    def compute_s(self, j: int) -> float:
-        """Compute before snapshot j (c_j)."""
+    # ---- the compute phase of a window, with in-memory checkpoints inside it
+
+    def _memory_snapshots(self, done: float, steps: int) -> int:
+        """In-memory checkpoints after step multiples of `memory_every` in (done, steps)."""
+        m = self.memory_every
+        if not m:
+            return 0
+        return max(0, (steps - 1) // m - int(done // m))
+
+    def window_steps(self, j: int) -> tuple[float, int]:
+        """(steps already done, steps at the boundary) of window j, relative to its base."""
         if j == 1:
-            return self.first_compute_s
-        steps = self.interval_steps if j <= 1 + self.full_cycles else self.tail_steps
-        return steps * self.step_s
+            return self.done_steps, self.first_steps
+        return 0.0, self.interval_steps if j <= 1 + self.full_cycles else self.tail_steps
+
+    def work_s(self, j: int) -> float:
+        """The compute phase before snapshot j: its steps and the in-memory checkpoints."""
+        if j == 1:
+            return self.first_work_s
+        done, steps = self.window_steps(j)
+        return steps * self.step_s + self._memory_snapshots(done, steps) * self.memory_s
+
+    def compute_s(self, j: int) -> float:
+        """Pure compute before snapshot j (no checkpoint time)."""
+        done, steps = self.window_steps(j)
+        return (steps - done) * self.step_s
+
+    def progress(self, j: int, t: float) -> tuple[float, float, tuple[int, float] | None]:
+        """`t` seconds into window j's compute phase: (steps done relative to the window's
+        base, pure compute seconds, the newest completed in-memory checkpoint as (its step
+        relative to the base, seconds into the window when it completed) or None)."""
+        done, steps = self.window_steps(j)
+        step_s, m, mem_s = self.step_s, self.memory_every, self.memory_s
+        count = self._memory_snapshots(done, steps)
+        t = min(t, self.work_s(j))
+        if count == 0:
+            return done + t / step_s, t, None
+        first = (int(done // m) + 1) * m  # the first boundary after `done`
+        lead = (first - done) * step_s
+        if t < lead:
+            return done + t / step_s, t, None
+        block = mem_s + m * step_s
+        i = min(int((t - lead) // block) + 1, count)  # boundaries reached
+        into = t - lead - (i - 1) * block
+        boundary = first + (i - 1) * m
+        if into < mem_s:  # snapshot i in progress: the newest complete is i − 1
+            newest = None if i == 1 else (boundary - m, lead + (i - 2) * block + mem_s)
+            return float(boundary), (boundary - done) * step_s, newest
+        compute = (boundary - done) * step_s + (into - mem_s)
+        return (
+            boundary + (into - mem_s) / step_s,
+            compute,
+            (boundary, lead + (i - 1) * block + mem_s),
+        )
 
     def step_at_checkpoint(self, k: int) -> int:
         if k == 0:
@@ -155,10 +216,12 @@ class Stretch:
         kept_s = self.snapshot_end_s(k)
         window_start = self.snapshot_end_s(w)
         window_s = elapsed_s - window_start
-        compute = self.compute_s(w + 1)
-        gate = max(compute, self.pending_drain_s if w == 0 else self.drain_s)
-        window_compute_s = min(window_s, compute)
-        window_snapshot_s = max(0.0, window_s - gate)
+        if w < self.checkpoints:
+            gate = max(self.work_s(w + 1), self.pending_drain_s if w == 0 else self.drain_s)
+            _, window_compute_s, _ = self.progress(w + 1, window_s)
+            window_snapshot_s = max(0.0, window_s - gate)
+        else:  # every snapshot is taken: only the final drain is left
+            window_compute_s = window_snapshot_s = 0.0
         last_window_s = last_window_compute_s = 0.0
         if w > k:  # the last completed snapshot is still draining
             last_window_s = window_start - self.snapshot_end_s(w - 1)
@@ -208,7 +271,7 @@ class Stretch:
         when = self.duration_s if final else self.durable_s(k)
         kept_s = self.duration_s if final else self.snapshot_end_s(k)
         window_s = 0.0 if final else when - kept_s
-        compute = 0.0 if final else self.compute_s(k + 1)
+        compute = 0.0 if final else self.progress(k + 1, window_s)[1]
         return Position(
             checkpoints=k,
             pending_durable=self.pending_drain_s > 0,
@@ -217,7 +280,7 @@ class Stretch:
             kept_compute_s=self._kept_compute(k),
             snapshots=k,
             window_s=window_s,
-            window_compute_s=min(window_s, compute),
+            window_compute_s=compute,
             window_snapshot_s=0.0,
             last_window_s=0.0,
             last_window_compute_s=0.0,

@@ -53,6 +53,7 @@ def as_class(i: int, spec: dict) -> dict:
     mode=st.sampled_from(["sync", "async"]),
     snapshot_GB_s=st.floats(0.5, 50.0),
     backup_every=st.integers(0, 4),
+    memory_every=st.integers(0, 30),
 )
 def test_time_identity_holds_for_every_replica(
     nodes,
@@ -69,6 +70,7 @@ def test_time_identity_holds_for_every_replica(
     mode,
     snapshot_GB_s,
     backup_every,
+    memory_every,
 ):
     try:
         scenario = tiny(
@@ -77,6 +79,7 @@ def test_time_identity_holds_for_every_replica(
                 "interval_steps": interval,
                 "mode": mode,
                 "snapshot_GB_s_per_node": snapshot_GB_s,
+                "memory_every_steps": memory_every or None,
             },
             failures=[as_class(i, c) for i, c in enumerate(classes)],
             recovery={"policy": policy, "elastic_min_fraction": min_fraction, "restart_minutes": 1},

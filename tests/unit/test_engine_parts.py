@@ -103,7 +103,13 @@ def brute_schedule(s: Stretch, done_steps: float, snapped_s: float):
     ends, durable = [], []
     while step < s.total_steps:
         boundary = min(step + s.interval_steps, s.total_steps)
-        compute = (boundary - step - (done_steps if first else 0.0)) * s.step_s
+        done = done_steps if first else 0.0
+        compute = (boundary - step - done) * s.step_s
+        if s.memory_every:  # in-memory checkpoints after multiples of m inside the window
+            compute += (
+                sum(1 for q in range(1, boundary - step) if q % s.memory_every == 0 and q > done)
+                * s.memory_s
+            )
         gate = max(t + compute, drain_end)
         t = gate + s.snapshot_s - (snapped_s if first else 0.0)
         drain_end = t + s.drain_s
@@ -161,3 +167,36 @@ def test_closed_form_matches_walking_the_cycles(
         assert p.window_s == pytest.approx(e - (ends[w - 1] if w else 0.0))
         assert 0 <= p.window_compute_s + p.window_snapshot_s <= p.window_s + 1e-9
         assert p.pending_durable == (pending > 0 and e >= pending)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.integers(1, 80),
+    done_frac=st.floats(0.0, 1.0),
+    m=st.integers(1, 15),
+    step_s=st.floats(0.1, 3.0),
+    memory_s=st.floats(0.01, 2.0),
+    fraction=st.floats(0.0, 1.0),
+)
+def test_progress_through_in_memory_checkpoints(steps, done_frac, m, step_s, memory_s, fraction):
+    done = done_frac * steps
+    s = Stretch(0, steps, steps, step_s, 1.0, done_steps=done, memory_every=m, memory_s=memory_s)
+    # walk: compute to each boundary, then its in-memory snapshot
+    t, at, newest, events = 0.0, done, None, []
+    for q in range(1, steps):
+        if q % m == 0 and q > done:
+            events.append((t + (q - at) * step_s, q))
+            t += (q - at) * step_s + memory_s
+            at = q
+    end = t + (steps - at) * step_s
+    assert s.work_s(1) == pytest.approx(end)
+    probe = fraction * end
+    steps_done, compute, newest = s.progress(1, probe)
+    completed = [(q, start + memory_s) for start, q in events if start + memory_s <= probe]
+    if completed:
+        assert newest is not None and newest[0] == completed[-1][0]
+        assert newest[1] == pytest.approx(completed[-1][1])
+    else:
+        assert newest is None
+    assert compute == pytest.approx((steps_done - done) * step_s, abs=1e-9)
+    assert done - 1e-9 <= steps_done <= steps + 1e-9

@@ -70,11 +70,7 @@ def test_defaults_fill_optional_sections():
             "performance",
             "exactly one of mfu or compute_efficiency",
         ),
-        (
-            {"checkpoint": {"memory_every_steps": 10}},
-            "checkpoint.memory_every_steps",
-            "not supported yet",
-        ),
+        ({"stragglers": {"slowdown": 0.3}}, "stragglers", "not supported yet"),
         (
             {"storage": {"checkpoint_tier": {"kind": "nfs", "osts": 8}}},
             "storage.checkpoint_tier",
