@@ -138,12 +138,15 @@ def checkpoint_GB(scenario: Scenario) -> float:
 
 
 def write_GB_s(storage: StorageConfig, nodes: int) -> float:
-    """Checkpoint write bandwidth: the tier, or the nodes' own client paths if thinner."""
-    return min(storage.checkpoint_tier.write_GB_s, nodes * storage.client_GB_s_per_node)
+    """Checkpoint write bandwidth: the tier (less other tenants' share), or the nodes' own
+    client paths if thinner. Sync writes pause training, so its data reads do not compete."""
+    tier = storage.checkpoint_tier.write_GB_s * (1.0 - storage.background_load)
+    return min(tier, nodes * storage.client_GB_s_per_node)
 
 
 def read_GB_s(storage: StorageConfig, nodes: int) -> float:
-    return min(storage.checkpoint_tier.read_GB_s, nodes * storage.client_GB_s_per_node)
+    tier = storage.checkpoint_tier.read_GB_s * (1.0 - storage.background_load)
+    return min(tier, nodes * storage.client_GB_s_per_node)
 
 
 def checkpoint_write_s(scenario: Scenario, nodes: int | None = None) -> float:

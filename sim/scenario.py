@@ -35,9 +35,6 @@ NOT_SUPPORTED_YET: dict[str, str] = {
     "cluster.host_selection_minutes": "cold node pools",
     "cluster.lemon_fraction": "lemon nodes",
     "cluster.lemon_rate_multiplier": "lemon nodes",
-    "storage.data_tier": "storage contention (storage issue)",
-    "storage.data_bytes_per_token": "storage contention (storage issue)",
-    "storage.background_load": "storage contention (storage issue)",
     "repair": "the repair pipeline",
     "stragglers": "stragglers",
     "maintenance": "planned maintenance",
@@ -233,6 +230,13 @@ class BackupConfig(TierConfig):
 class StorageConfig(_Section):
     checkpoint_tier: TierConfig
     client_GB_s_per_node: Positive = 25.0
+    data_tier: Literal["separate", "shared"] = (
+        "separate"  # shared: data reads compete with checkpoints
+    )
+    data_bytes_per_token: NonNegative = 4.0  # what training reads per token
+    background_load: Annotated[float, Field(ge=0, lt=1)] = (
+        0.0  # share of the tier other tenants use
+    )
     backup: BackupConfig | None = None
 
 
@@ -349,6 +353,23 @@ class Scenario(_Section):
                     data = {**data, "network": {**network, "nics_per_node": gpus}}
         return data
 
+    def _check_host_memory(self) -> None:
+        """Host RAM holds an async snapshot, and an in-memory checkpoint plus a peer's copy."""
+        ckpt = self.checkpoint
+        needs = [("an async snapshot", 1)] if ckpt.mode == "async" else []
+        if ckpt.memory_every_steps is not None:
+            needs.append(("an in-memory checkpoint and a peer's copy", 2))
+        if not needs:
+            return
+        per_node_GB = self.model.params * ckpt.state_bytes_per_param / 1e9 / self.cluster.nodes
+        copies = sum(n for _, n in needs)
+        if copies * per_node_GB > self.cluster.host_memory_GB:
+            raise KeyPathError(
+                "checkpoint.memory_every_steps" if ckpt.memory_every_steps else "checkpoint.mode",
+                f"host RAM must hold {' and '.join(w for w, _ in needs)}: {copies} x {per_node_GB:.0f} GB "
+                f"per node exceeds cluster.host_memory_GB={self.cluster.host_memory_GB:g}",
+            )
+
     @model_validator(mode="after")
     def _cross_checks(self) -> Scenario:
         gpus_per_replica = self.parallelism.tensor * self.parallelism.pipeline
@@ -391,16 +412,12 @@ class Scenario(_Section):
                     f"tensor={para.tensor} spans nodes; compute_efficiency mode models tensor parallelism "
                     f"inside a node of {self.cluster.gpus_per_node} GPUs",
                 )
-        if self.checkpoint.mode == "async":
-            per_node_GB = (
-                self.model.params * self.checkpoint.state_bytes_per_param / 1e9 / self.cluster.nodes
+        if self.storage.data_tier == "shared" and self.checkpoint.memory_every_steps is not None:
+            raise KeyPathError(
+                "storage.data_tier",
+                "not supported yet: a shared data tier together with checkpoint.memory_every_steps",
             )
-            if per_node_GB > self.cluster.host_memory_GB:
-                raise KeyPathError(
-                    "checkpoint.mode",
-                    f"async checkpoints hold a snapshot in host RAM: {per_node_GB:.0f} GB per node exceeds "
-                    f"cluster.host_memory_GB={self.cluster.host_memory_GB:g}",
-                )
+        self._check_host_memory()
         names = [f.name for f in self.failures]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -200,13 +200,14 @@ class Job:
                 interval_steps=plan.interval_steps,
                 step_s=plan.step_s_with(replicas) + self.extra_step_s,
                 snapshot_s=plan.snapshot_s(nodes),
-                drain_s=plan.drain_s(nodes),
+                drain_s=plan.drain_s(nodes, replicas),
                 done_steps=self._done_steps,
                 snapped_s=self._snapped_s,
                 pending_drain_s=pending.drain_left_s if pending else 0.0,
                 durable_before=self.durable_step,
                 memory_every=plan.memory_every,
                 memory_s=plan.memory_s(nodes),
+                slow_step_s=plan.slow_step_s(nodes, replicas) + self.extra_step_s,
             )
             t0 = env.now
             # an elastic job that is short of nodes grows back at its next checkpoint
@@ -436,17 +437,21 @@ class Job:
         elif self._pending is not None and not position.pending_durable:
             self._pending = replace(self._pending, drain_left_s=stretch.pending_drain_s - elapsed_s)
         window_other = position.window_s - position.window_compute_s
+        w = position.snapshots
+        steps_done = (
+            stretch.progress(w + 1, position.window_s)[0] if w < stretch.checkpoints else 0.0
+        )
         if first_window:
             self._next_compute_s += position.window_compute_s
             self._next_other_s += window_other
-            self._done_steps += position.window_compute_s / stretch.step_s
+            self._done_steps = steps_done
             self._snapped_s += position.window_snapshot_s
         else:
             self._next_compute_s = position.window_compute_s
             self._next_other_s = window_other
-            self._done_steps = position.window_compute_s / stretch.step_s
+            self._done_steps = steps_done
             self._snapped_s = position.window_snapshot_s
-            self._resume_step = stretch.step_at_checkpoint(position.snapshots)
+            self._resume_step = stretch.step_at_checkpoint(w)
 
     def _tier_down(self) -> bool:
         return self.storage is not None and not self.storage.up

@@ -44,6 +44,7 @@ class ReplicaPlan:
     client_GB_s_per_node: float
     tier_latency_s: float
     keep_last: int
+    read_GB_per_step: float  # data reads on the checkpoint tier (shared data tier), else 0
     memory_every: int  # 0: no in-memory level
     mode: str  # sync | async
     snapshot_GB_s_per_node: float
@@ -86,9 +87,16 @@ class ReplicaPlan:
             self.checkpoint_GB / nodes / self.snapshot_GB_s_per_node if self.memory_every else 0.0
         )
 
-    def drain_s(self, nodes: int) -> float:
-        """The background part of a checkpoint: none (sync), or host memory to the tier (async)."""
-        return 0.0 if self.mode == "sync" else self.write_s(nodes)
+    def drain_s(self, nodes: int, replicas: int | None = None) -> float:
+        """The background part of a checkpoint: none (sync), or host memory to the tier
+        (async), sharing the tier with the data reads when they use it too."""
+        if self.mode == "sync":
+            return 0.0
+        if not self.read_GB_per_step:
+            return self.write_s(nodes)
+        step = self.step_s_with(self.replicas_on(nodes) if replicas is None else replicas)
+        _, drain = self._drain_shares(nodes, step)
+        return self.tier_latency_s + self.checkpoint_GB / drain
 
     def load_s(self, nodes: int) -> float:
         return self.tier_latency_s + self.checkpoint_GB / min(
@@ -103,8 +111,34 @@ class ReplicaPlan:
         return math.ceil(replicas * self.gpus_per_replica / self.gpus_per_node)
 
     def step_s_with(self, replicas: int) -> float:
-        """Global batch is fixed: fewer replicas take proportionally longer per step."""
-        return self.step_s * self.full_replicas / replicas
+        """Global batch is fixed: fewer replicas take proportionally longer per step. With a
+        shared data tier a step also waits for its data when the tier cannot feed it."""
+        compute = self.step_s * self.full_replicas / replicas
+        if self.read_GB_per_step:
+            return max(compute, self.read_GB_per_step / self.tier_read_GB_s)
+        return compute
+
+    def _drain_shares(self, nodes: int, step_s: float) -> tuple[float, float]:
+        """Max-min fair shares (reads, drain) of the tier's write bandwidth while a drain runs."""
+        capacity = self.tier_write_GB_s
+        reads = self.read_GB_per_step / step_s
+        drain = nodes * self.client_GB_s_per_node
+        if reads + drain <= capacity:
+            return reads, drain
+        half = capacity / 2.0
+        if reads <= half:
+            return reads, capacity - reads
+        if drain <= half:
+            return capacity - drain, drain
+        return half, half
+
+    def slow_step_s(self, nodes: int, replicas: int) -> float:
+        """A step while an async drain shares the tier with the data reads."""
+        step = self.step_s_with(replicas)
+        if self.mode != "async" or not self.read_GB_per_step:
+            return step
+        reads, _ = self._drain_shares(nodes, step)
+        return max(step, self.read_GB_per_step / reads)
 
 
 def build_plan(scenario: Scenario) -> ReplicaPlan:
@@ -142,11 +176,16 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         total_steps=perf.total_steps(scenario),
         interval_steps=perf.interval_steps(scenario),
         checkpoint_GB=perf.checkpoint_GB(scenario),
-        tier_write_GB_s=tier.write_GB_s,
-        tier_read_GB_s=tier.read_GB_s,
+        tier_write_GB_s=tier.write_GB_s * (1.0 - scenario.storage.background_load),
+        tier_read_GB_s=tier.read_GB_s * (1.0 - scenario.storage.background_load),
         client_GB_s_per_node=scenario.storage.client_GB_s_per_node,
         tier_latency_s=tier.latency_ms / 1e3,
         keep_last=scenario.checkpoint.keep_last,
+        read_GB_per_step=(
+            scenario.storage.data_bytes_per_token * scenario.model.global_batch_tokens / 1e9
+            if scenario.storage.data_tier == "shared"
+            else 0.0
+        ),
         memory_every=scenario.checkpoint.memory_every_steps or 0,
         mode=scenario.checkpoint.mode,
         snapshot_GB_s_per_node=scenario.checkpoint.snapshot_GB_s_per_node,

@@ -57,6 +57,7 @@ class Stretch:
         "done_steps",
         "memory_every",
         "memory_s",
+        "slow_step_s",
         "first_compute_s",
         "first_work_s",
         "first_s",
@@ -82,6 +83,7 @@ class Stretch:
         durable_before: int | None = None,
         memory_every: int = 0,
         memory_s: float = 0.0,
+        slow_step_s: float | None = None,
     ):
         self.start_step = start_step
         self.durable_before = start_step if durable_before is None else durable_before
@@ -95,12 +97,19 @@ class Stretch:
         self.done_steps = done_steps
         self.memory_every = memory_every
         self.memory_s = memory_s
-        self.first_compute_s = (self.first_steps - done_steps) * step_s
-        self.first_work_s = (
-            self.first_compute_s + self._memory_snapshots(done_steps, self.first_steps) * memory_s
+        # steps that overlap a drain run at `slow_step_s` when reads share the tier with it
+        self.slow_step_s = step_s if slow_step_s is None else slow_step_s
+        assert not (memory_every and self.slow_step_s != step_s), (
+            "contended drains with an in-memory level"
         )
+        self.first_compute_s = (self.first_steps - done_steps) * step_s
+        self.first_work_s = self._work(self.first_steps - done_steps, pending_drain_s)
+        self.first_work_s += self._memory_snapshots(done_steps, self.first_steps) * memory_s
         self.first_s = max(self.first_work_s, pending_drain_s) + (snapshot_s - snapped_s)
-        full_work = interval_steps * step_s + self._memory_snapshots(0, interval_steps) * memory_s
+        full_work = (
+            self._work(interval_steps, drain_s)
+            + self._memory_snapshots(0, interval_steps) * memory_s
+        )
         self.cycle_s = max(full_work, drain_s) + snapshot_s
         rest = total_steps - start_step - self.first_steps
         self.full_cycles, self.tail_steps = divmod(rest, interval_steps)
@@ -144,17 +153,27 @@ class Stretch:
             return self.done_steps, self.first_steps
         return 0.0, self.interval_steps if j <= 1 + self.full_cycles else self.tail_steps
 
+    def _work(self, steps: float, overlap_s: float) -> float:
+        """Time for `steps` steps when the first `overlap_s` seconds run at the slow step."""
+        if self.slow_step_s == self.step_s or steps * self.slow_step_s <= overlap_s:
+            return steps * self.slow_step_s
+        return overlap_s + (steps - overlap_s / self.slow_step_s) * self.step_s
+
+    def _overlap_s(self, j: int) -> float:
+        """How long a drain runs at the start of window j (the previous snapshot's)."""
+        return self.pending_drain_s if j == 1 else self.drain_s
+
     def work_s(self, j: int) -> float:
         """The compute phase before snapshot j: its steps and the in-memory checkpoints."""
         if j == 1:
             return self.first_work_s
         done, steps = self.window_steps(j)
-        return steps * self.step_s + self._memory_snapshots(done, steps) * self.memory_s
+        return self._work(steps, self.drain_s) + self._memory_snapshots(done, steps) * self.memory_s
 
     def compute_s(self, j: int) -> float:
-        """Pure compute before snapshot j (no checkpoint time)."""
+        """Compute before snapshot j (no checkpoint time; starved reads included)."""
         done, steps = self.window_steps(j)
-        return (steps - done) * self.step_s
+        return self._work(steps - done, self._overlap_s(j))
 
     def progress(self, j: int, t: float) -> tuple[float, float, tuple[int, float] | None]:
         """`t` seconds into window j's compute phase: (steps done relative to the window's
@@ -165,7 +184,10 @@ class Stretch:
         count = self._memory_snapshots(done, steps)
         t = min(t, self.work_s(j))
         if count == 0:
-            return done + t / step_s, t, None
+            overlap, slow = self._overlap_s(j), self.slow_step_s
+            if slow == step_s or t <= overlap:
+                return done + t / slow, t, None
+            return done + overlap / slow + (t - overlap) / step_s, t, None
         first = (int(done // m) + 1) * m  # the first boundary after `done`
         lead = (first - done) * step_s
         if t < lead:
@@ -246,12 +268,15 @@ class Stretch:
         )
 
     def _kept_compute(self, k: int) -> float:
+        """Compute of the stretch's first k windows (starved reads included): the first
+        window, the identical full ones, and the tail."""
         if k == 0:
             return 0.0
-        return (
-            self.first_compute_s
-            + (self.step_at_checkpoint(k) - self.start_step - self.first_steps) * self.step_s
-        )
+        full = min(k, 1 + self.full_cycles) - 1
+        total = self.compute_s(1) + (full * self.compute_s(2) if full > 0 else 0.0)
+        if k > 1 + self.full_cycles:
+            total += self.compute_s(k)
+        return total
 
     def next_checkpoint(self, elapsed_s: float) -> int:
         """Number (1-based) of the first checkpoint that becomes durable after `elapsed_s`."""

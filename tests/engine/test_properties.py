@@ -54,6 +54,9 @@ def as_class(i: int, spec: dict) -> dict:
     snapshot_GB_s=st.floats(0.5, 50.0),
     backup_every=st.integers(0, 4),
     memory_every=st.integers(0, 30),
+    shared=st.booleans(),
+    data_bytes=st.floats(0.0, 4e6),
+    background=st.floats(0.0, 0.9),
 )
 def test_time_identity_holds_for_every_replica(
     nodes,
@@ -71,6 +74,9 @@ def test_time_identity_holds_for_every_replica(
     snapshot_GB_s,
     backup_every,
     memory_every,
+    shared,
+    data_bytes,
+    background,
 ):
     try:
         scenario = tiny(
@@ -85,7 +91,12 @@ def test_time_identity_holds_for_every_replica(
             recovery={"policy": policy, "elastic_min_fraction": min_fraction, "restart_minutes": 1},
             simulation={"horizon_days": horizon_hours / 24},
             network={"switch_radix": radix, "placement": placement},
-            storage={"backup": {"kind": "object", "every": backup_every}} if backup_every else {},
+            storage={
+                "data_tier": "shared" if shared and not memory_every else "separate",
+                "data_bytes_per_token": data_bytes,
+                "background_load": background,
+                **({"backup": {"kind": "object", "every": backup_every}} if backup_every else {}),
+            },
         )
     except ScenarioError:
         assume(

@@ -104,7 +104,12 @@ def brute_schedule(s: Stretch, done_steps: float, snapped_s: float):
     while step < s.total_steps:
         boundary = min(step + s.interval_steps, s.total_steps)
         done = done_steps if first else 0.0
-        compute = (boundary - step - done) * s.step_s
+        n = boundary - step - done
+        overlap = max(0.0, drain_end - t)  # a drain still running when the window starts
+        if n * s.slow_step_s <= overlap:
+            compute = n * s.slow_step_s
+        else:
+            compute = overlap + (n - overlap / s.slow_step_s) * s.step_s
         if s.memory_every:  # in-memory checkpoints after multiples of m inside the window
             compute += (
                 sum(1 for q in range(1, boundary - step) if q % s.memory_every == 0 and q > done)

@@ -59,6 +59,16 @@ def test_defaults_fill_optional_sections():
         ({"parallelism": {"tensor": 3}}, "parallelism", "does not divide"),
         ({"repair": {"auto_minutes": 120}}, "repair", "not supported yet"),
         (
+            {"checkpoint": {"memory_every_steps": 10}, "cluster": {"host_memory_GB": 8.0}},
+            "checkpoint.memory_every_steps",
+            "peer's copy",
+        ),
+        (
+            {"storage": {"data_tier": "shared"}, "checkpoint": {"memory_every_steps": 10}},
+            "storage.data_tier",
+            "not supported yet",
+        ),
+        (
             {"failures": [{"name": "s", "scope": "gpu", "mtbf_hours": 5, "loses_data": True}]},
             "failures.0",
             "loses_data",
@@ -81,7 +91,7 @@ def test_defaults_fill_optional_sections():
             "checkpoint.mode",
             "host RAM",
         ),
-        ({"storage": {"data_tier": "shared"}}, "storage.data_tier", "not supported yet"),
+        ({"maintenance": {"every_days": 14}}, "maintenance", "not supported yet"),
     ],
 )
 def test_bad_input_names_the_key_path(change, path, words):
