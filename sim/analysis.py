@@ -181,6 +181,17 @@ def _ci(
     return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
+def check_statistic(statistic: str) -> None:
+    """'mean' or a percentile 'pNN' (0-100)."""
+    number = statistic[1:]
+    if statistic != "mean" and not (
+        statistic.startswith("p")
+        and number.replace(".", "", 1).isdigit()
+        and 0 <= float(number) <= 100
+    ):
+        raise ValueError(f"statistic must be 'mean' or a percentile like 'p95', not {statistic!r}")
+
+
 def optimize(
     table: pd.DataFrame, key: str, metric: str = "time_to_train_days", statistic: str = "mean"
 ) -> Optimum:
@@ -189,10 +200,7 @@ def optimize(
     Replicas share random numbers across points, so the difference to the runner-up
     is paired replica by replica: its interval is much tighter than the two CIs.
     """
-    if statistic != "mean" and not (
-        statistic.startswith("p") and statistic[1:].replace(".", "").isdigit()
-    ):
-        raise ValueError(f"statistic must be 'mean' or a percentile like 'p95', not {statistic!r}")
+    check_statistic(statistic)
     ok = table[table["error"] == ""] if "error" in table else table
     wide = ok.pivot_table(index="replica", columns=key, values=metric, aggfunc="first")
     wide = wide.dropna()  # a replica counts where it finished at every point

@@ -181,6 +181,10 @@ def optimize(
             f"unknown metric {metric!r}; one of {', '.join(analysis.METRICS)}",
             param_hint="--metric",
         )
+    try:
+        analysis.check_statistic(statistic)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--statistic") from None
     outcome = run_scenario(
         scenario,
         overrides=list(overrides),

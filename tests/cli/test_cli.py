@@ -262,3 +262,51 @@ def test_fabric_reports_sizing_collective_step_and_bottleneck():
 def test_fabric_bad_what_if_is_bad_input():
     r = trainsim("fabric", REFERENCE, "--degrade", "leaf0-spine999=0.5")
     assert r.returncode == 2 and "unknown link" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_optimize_reports_the_best_interval_with_a_paired_difference(tmp_path):
+    r = trainsim(
+        "optimize",
+        REFERENCE,
+        "--param",
+        "checkpoint.interval_minutes=5,30,120",
+        "--replicas",
+        "60",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--json",
+        "--no-progress",
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["key"] == "checkpoint.interval_minutes" and doc["best"] == 30
+    low, high = doc["difference_ci"]
+    assert doc["difference"] > 0 and low <= doc["difference"] <= high
+    assert len(doc["points"]) == 3
+    r = trainsim(
+        "optimize",
+        REFERENCE,
+        "--param",
+        "checkpoint.interval_minutes=30,60",
+        "--statistic",
+        "p95",
+        "--replicas",
+        "30",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    )
+    assert r.returncode == 0 and "best checkpoint.interval_minutes" in r.stdout
+    r = trainsim(
+        "optimize",
+        REFERENCE,
+        "--param",
+        "checkpoint.interval_minutes=30,60",
+        "--statistic",
+        "median",
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr
