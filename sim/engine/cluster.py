@@ -70,7 +70,14 @@ class Cluster:
     def resize(self, nodes: int) -> None:
         """Fill empty slots from the spares, or hand healthy nodes back to them, to run on `nodes`."""
         change = nodes - self.active
-        if change > 0:
+        if change == 1:  # the common case: one spare swaps in (argmin: the first empty slot)
+            slots = np.array([int(self.filled.argmin())])
+            self.filled[slots] = True
+            self.active += 1
+            self.spares -= 1
+            for source in self.sources:
+                source.activate(slots)
+        elif change > 0:
             slots = np.flatnonzero(~self.filled)[:change]
             assert slots.size == change <= self.spares, "resize beyond available nodes"
             self.filled[slots] = True

@@ -18,6 +18,8 @@ import simpy
 from sim.engine.events import Failure
 from sim.engine.plan import FailureClassPlan
 
+BUFFER = 256  # lifetimes drawn per numpy call
+
 
 class FailureSource:
     """Lifecycle: build (all slots empty) → `activate` the job's nodes → `start` the
@@ -42,6 +44,8 @@ class FailureSource:
         self.ends_s = np.full(size, math.inf)
         self._wake_s = math.inf
         self._process: simpy.Process | None = None
+        self._buffer = np.empty(0)
+        self._next = 0
 
     def start(self) -> None:
         if self.per_node == 0:
@@ -54,9 +58,12 @@ class FailureSource:
             return
         if self.per_node == 1:
             index = node_slots
+        elif node_slots.size == 1:  # the common case, one node swapped in: no broadcasting
+            first = int(node_slots[0]) * self.per_node
+            index = slice(first, first + self.per_node)
         else:
             index = (node_slots[:, None] * self.per_node + np.arange(self.per_node)).ravel()
-        ends = self.env.now + self._draw(index.size)
+        ends = self.env.now + self._draw(self.per_node * node_slots.size)
         self.ends_s[index] = ends
         if self._process is not None and ends.min() < self._wake_s:
             self._process.interrupt()  # an earlier failure than the one being waited for
@@ -69,7 +76,15 @@ class FailureSource:
             self.ends_s[slot * self.per_node : (slot + 1) * self.per_node] = math.inf
 
     def _draw(self, size: int) -> np.ndarray:
-        return self.failure_class.lifetime_s.sample(self.rng, size)
+        """Lifetimes from the class's stream, drawn in blocks (one numpy call per block,
+        not per failure: the engine's hot path)."""
+        if self._next + size > self._buffer.size:
+            fresh = self.failure_class.lifetime_s.sample(self.rng, max(BUFFER, size))
+            self._buffer = np.concatenate([self._buffer[self._next :], fresh])
+            self._next = 0
+        out = self._buffer[self._next : self._next + size]
+        self._next += size
+        return out
 
     def _run(self):
         env = self.env

@@ -60,6 +60,9 @@ class Stretch:
         "slow_step_s",
         "first_compute_s",
         "first_work_s",
+        "full_work_s",
+        "tail_work_s",
+        "plain",
         "first_s",
         "cycle_s",
         "full_cycles",
@@ -106,13 +109,14 @@ class Stretch:
         self.first_work_s = self._work(self.first_steps - done_steps, pending_drain_s)
         self.first_work_s += self._memory_snapshots(done_steps, self.first_steps) * memory_s
         self.first_s = max(self.first_work_s, pending_drain_s) + (snapshot_s - snapped_s)
-        full_work = (
-            self._work(interval_steps, drain_s)
-            + self._memory_snapshots(0, interval_steps) * memory_s
-        )
-        self.cycle_s = max(full_work, drain_s) + snapshot_s
+        self.plain = not memory_every and self.slow_step_s == step_s  # the fast, common case
+        self.full_work_s = self._work(interval_steps, drain_s)
+        self.full_work_s += self._memory_snapshots(0, interval_steps) * memory_s
+        self.cycle_s = max(self.full_work_s, drain_s) + snapshot_s
         rest = total_steps - start_step - self.first_steps
         self.full_cycles, self.tail_steps = divmod(rest, interval_steps)
+        self.tail_work_s = self._work(self.tail_steps, drain_s)
+        self.tail_work_s += self._memory_snapshots(0, self.tail_steps) * memory_s
         self.checkpoints = 1 + self.full_cycles + (1 if self.tail_steps else 0)
         self.last_snapshot_end_s = self.snapshot_end_s(self.checkpoints)
         self.duration_s = self.last_snapshot_end_s + drain_s
@@ -126,7 +130,7 @@ class Stretch:
         if j <= 1 + self.full_cycles:
             return self.first_s + (j - 1) * self.cycle_s
         before = self.first_s + self.full_cycles * self.cycle_s
-        return before + max(self.work_s(j), self.drain_s) + self.snapshot_s
+        return before + max(self.tail_work_s, self.drain_s) + self.snapshot_s
 
     def durable_s(self, j: int) -> float:
         """T_j: when checkpoint j is durable (the last one: when the stretch ends)."""
@@ -167,8 +171,7 @@ class Stretch:
         """The compute phase before snapshot j: its steps and the in-memory checkpoints."""
         if j == 1:
             return self.first_work_s
-        done, steps = self.window_steps(j)
-        return self._work(steps, self.drain_s) + self._memory_snapshots(done, steps) * self.memory_s
+        return self.full_work_s if j <= 1 + self.full_cycles else self.tail_work_s
 
     def compute_s(self, j: int) -> float:
         """Compute before snapshot j (no checkpoint time; starved reads included)."""
@@ -180,9 +183,11 @@ class Stretch:
         base, pure compute seconds, the newest completed in-memory checkpoint as (its step
         relative to the base, seconds into the window when it completed) or None)."""
         done, steps = self.window_steps(j)
+        t = min(t, self.work_s(j))
+        if self.plain:
+            return done + t / self.step_s, t, None
         step_s, m, mem_s = self.step_s, self.memory_every, self.memory_s
         count = self._memory_snapshots(done, steps)
-        t = min(t, self.work_s(j))
         if count == 0:
             overlap, slow = self._overlap_s(j), self.slow_step_s
             if slow == step_s or t <= overlap:
@@ -233,7 +238,12 @@ class Stretch:
         if elapsed_s >= self.duration_s:
             return self.at_checkpoint(self.checkpoints)
         k = self._count(elapsed_s, self.durable_s)
-        w = self._count(elapsed_s, self.snapshot_end_s)
+        # without drains a snapshot is durable when it ends (sync): no second search
+        w = (
+            k
+            if self.drain_s == 0 and self.pending_drain_s == 0
+            else self._count(elapsed_s, self.snapshot_end_s)
+        )
         pending = self.pending_drain_s > 0 and elapsed_s >= self.pending_drain_s
         kept_s = self.snapshot_end_s(k)
         window_start = self.snapshot_end_s(w)
