@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from sim import perf
+from sim.montecarlo import COLUMNS
 from sim.perf import daly_expected_wall_s, daly_interval_s, young_interval_s
 from sim.scenario import Scenario, ScenarioSet
 
@@ -30,30 +31,8 @@ __all__ = [
     "young_interval_s",
 ]
 
-METRICS = [
-    "time_to_train_days",
-    "wall_hours",
-    "ideal_hours",
-    "slowdown_hours",
-    "lost_work_hours",
-    "checkpoint_stall_hours",
-    "downtime_hours",
-    "goodput",
-    "effective_mfu",
-    "failures",
-    "checkpoints_written",
-    "checkpoints_lost",
-    "checkpoint_GB_written",
-    "storage_peak_TB",
-    "backup_lag_hours",
-    "restores_from_backup",
-    "restarts",
-    "nodes_replaced",
-    "node_wait_hours",
-    "lost_gpu_hours",
-    "gpu_hours",
-    "cost_usd",
-]
+# Every numeric per-replica column of the public table is summarised.
+METRICS = [c for c in COLUMNS if c not in ("scenario", "point", "replica", "seed", "finished")]
 STATISTICS = ["mean", "std", "sem", "p5", "p50", "p95", "p99"]
 
 

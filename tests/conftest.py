@@ -58,6 +58,19 @@ def merge(base: dict, changes: dict) -> dict:
     return out
 
 
+def identity_error(record) -> float:
+    """Relative error of wall = ideal + slowdown + lost_work + checkpoint_stall + downtime."""
+    r = record
+    parts = (
+        r.ideal_hours
+        + r.slowdown_hours
+        + r.lost_work_hours
+        + r.checkpoint_stall_hours
+        + r.downtime_hours
+    )
+    return abs(parts - r.wall_hours) / max(r.wall_hours, 1e-12)
+
+
 def tiny(**changes: Any) -> Scenario:
     """The tiny scenario with section-wise changes: tiny(checkpoint={"interval_steps": 50})."""
     return load_document(merge(TINY, changes), "tiny").base

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sim.engine import Failure, build_plan, simulate_replica
-from tests.conftest import tiny
+from tests.conftest import identity_error, tiny
 
 NEVER = [{"name": "crash", "scope": "job", "mtbf_hours": 1e15, "detect_minutes": 1}]
 
@@ -19,17 +19,6 @@ def async_plan(interval=100, **changes):
 
 def crash(t: float) -> Failure:
     return Failure(0, "crash", t, (), 60.0, False, 0.0)
-
-
-def identity(r) -> float:
-    parts = (
-        r.ideal_hours
-        + r.slowdown_hours
-        + r.lost_work_hours
-        + r.checkpoint_stall_hours
-        + r.downtime_hours
-    )
-    return abs(parts - r.wall_hours) / r.wall_hours
 
 
 def test_no_failures_only_snapshots_block():
@@ -57,7 +46,7 @@ def test_a_failure_inside_a_drain_loses_that_checkpoint():
     assert r.checkpoints_lost == 1
     assert r.lost_work_hours * 3600 == pytest.approx(106.0)
     assert r.downtime_hours * 3600 == pytest.approx(60 + 600)  # no checkpoint to load
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_a_failure_after_the_drain_keeps_the_checkpoint():
@@ -65,4 +54,4 @@ def test_a_failure_after_the_drain_keeps_the_checkpoint():
     assert r.checkpoints_lost == 0
     assert r.lost_work_hours * 3600 == pytest.approx(150.0 - 101.0)  # compute since the snapshot
     assert r.downtime_hours * 3600 == pytest.approx(60 + 600 + 5)  # load the step-100 checkpoint
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9

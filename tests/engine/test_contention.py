@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sim.engine import build_plan, simulate_replica
-from tests.conftest import tiny
+from tests.conftest import identity_error, tiny
 
 ASYNC = {"interval_steps": 100, "mode": "async", "snapshot_GB_s_per_node": 5.0}
 
@@ -14,17 +14,6 @@ ASYNC = {"interval_steps": 100, "mode": "async", "snapshot_GB_s_per_node": 5.0}
 def run(storage: dict, checkpoint: dict | None = None):
     p = build_plan(tiny(storage=storage, checkpoint=checkpoint or {"interval_steps": 100}))
     return p, simulate_replica(p, 0, 1)
-
-
-def identity(r) -> float:
-    parts = (
-        r.ideal_hours
-        + r.slowdown_hours
-        + r.lost_work_hours
-        + r.checkpoint_stall_hours
-        + r.downtime_hours
-    )
-    return abs(parts - r.wall_hours) / r.wall_hours
 
 
 def test_reads_starved_during_a_drain_slow_the_steps_and_the_drain():
@@ -36,7 +25,7 @@ def test_reads_starved_during_a_drain_slow_the_steps_and_the_drain():
     window = 20 + (100 - 20 / 3)  # 20 s at 3 s per step, the rest at 1 s
     assert r.slowdown_hours * 3600 == pytest.approx(9 * (window - 100))
     assert r.wall_hours * 3600 == pytest.approx(101 + 9 * (window + 1) + 20)
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
     _, separate = run({"data_tier": "separate", "data_bytes_per_token": 1.5e6}, ASYNC)
     assert separate.slowdown_hours == 0 and separate.wall_hours * 3600 == pytest.approx(1020)
 
@@ -44,7 +33,7 @@ def test_reads_starved_during_a_drain_slow_the_steps_and_the_drain():
 def test_a_tier_too_thin_for_the_reads_slows_every_step():
     _, r = run({"data_tier": "shared", "data_bytes_per_token": 3e6})  # 3 GB per step at 2 GB/s
     assert r.slowdown_hours * 3600 == pytest.approx(1000 * 0.5)
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_other_tenants_thin_the_tier():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sim.engine import Failure, build_plan, simulate_replica
-from tests.conftest import tiny
+from tests.conftest import identity_error, tiny
 
 NEVER = [{"name": "crash", "scope": "job", "mtbf_hours": 1e15, "detect_minutes": 1}]
 NODE_NEVER = [
@@ -23,17 +23,6 @@ def node_failure(
     return Failure(0, "node", t, (node,), detect_s, True, repair_s, scope="node")
 
 
-def identity_holds(r) -> bool:
-    parts = (
-        r.ideal_hours
-        + r.slowdown_hours
-        + r.lost_work_hours
-        + r.checkpoint_stall_hours
-        + r.downtime_hours
-    )
-    return abs(parts - r.wall_hours) <= 1e-9 * r.wall_hours
-
-
 def test_no_failures_wall_is_steps_times_step_plus_checkpoints():
     r = simulate_replica(build_plan(tiny()), 0, 1)
     assert r.finished
@@ -42,7 +31,7 @@ def test_no_failures_wall_is_steps_times_step_plus_checkpoints():
     assert r.lost_work_hours == r.downtime_hours == r.slowdown_hours == 0
     assert r.checkpoint_stall_hours * 3600 == pytest.approx(100.0)
     assert r.goodput == pytest.approx(1000 / 1100)
-    assert identity_holds(r)
+    assert identity_error(r) < 1e-9
 
 
 def test_no_failures_with_a_partial_last_interval():
@@ -61,7 +50,7 @@ def test_one_failure_loses_work_since_the_last_durable_checkpoint():
     assert r.downtime_hours * 3600 == pytest.approx(665.0)
     assert r.wall_hours * 3600 == pytest.approx(1100 + 30 + 665)
     assert r.failures == 1 and r.restarts == 1
-    assert identity_holds(r)
+    assert identity_error(r) < 1e-9
 
 
 def test_failure_during_a_checkpoint_write_discards_it():
@@ -69,7 +58,7 @@ def test_failure_during_a_checkpoint_write_discards_it():
     # at 215 s the second checkpoint (written 210-220 s) is 5 s from durable: lost 100 s compute + 5 s write
     assert r.lost_work_hours * 3600 == pytest.approx(105.0)
     assert r.checkpoints_written == 10
-    assert identity_holds(r)
+    assert identity_error(r) < 1e-9
 
 
 def test_failure_before_the_first_checkpoint_restarts_without_a_load():
@@ -86,7 +75,7 @@ def test_failure_during_restart_aborts_it():
     assert r.restarts == 2
     assert r.lost_work_hours * 3600 == pytest.approx(30.0)  # nothing ran during the restart
     assert r.downtime_hours * 3600 == pytest.approx(60 + 100 + 60 + 605)
-    assert identity_holds(r)
+    assert identity_error(r) < 1e-9
 
 
 def test_failures_in_the_detection_window_merge():
@@ -110,7 +99,7 @@ def test_restart_policy_waits_for_the_repaired_node():
     assert r.finished
     assert r.node_wait_hours > 0  # repair time is drawn (exponential, mean 1 h)
     assert r.downtime_hours * 3600 == pytest.approx(60 + r.node_wait_hours * 3600 + 605)
-    assert identity_holds(r)
+    assert identity_error(r) < 1e-9
 
 
 def test_elastic_shrinks_then_grows_back_at_a_checkpoint():
@@ -129,13 +118,13 @@ def test_elastic_shrinks_then_grows_back_at_a_checkpoint():
     )  # 800 remaining steps at 2 s instead of 1 s
     assert r.ideal_hours * 3600 == pytest.approx(1000.0)
     # checkpoints from one node are written at the client's 100 GB/s ... still tier-bound at 1 GB/s
-    assert identity_holds(r)
+    assert identity_error(r) < 1e-9
     grown = simulate_replica(plan, 0, 1, injected=[node_failure(250.0, repair_s=1.0)])
     # the node is back during the restart; the job grows at its first checkpoint, so exactly one
     # interval (100 steps) ran at half speed
     assert grown.slowdown_hours * 3600 == pytest.approx(100.0)
     assert grown.downtime_hours * 3600 == pytest.approx(60 + 605 + 60)  # + one 60 s rescale
-    assert identity_holds(grown)
+    assert identity_error(grown) < 1e-9
 
 
 def test_horizon_ends_an_unfinished_replica():
@@ -146,7 +135,7 @@ def test_horizon_ends_an_unfinished_replica():
     assert r.time_to_train_days != r.time_to_train_days  # NaN: it never finished
     assert r.ideal_hours * 3600 == pytest.approx(400.0)  # four durable checkpoints of 100 steps
     assert r.lost_work_hours * 3600 == pytest.approx(500 - 440)
-    assert identity_holds(r)
+    assert identity_error(r) < 1e-9
 
 
 def test_timeline_covers_the_wall_clock():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sim.engine import Failure, build_plan, simulate_replica
-from tests.conftest import tiny
+from tests.conftest import identity_error, tiny
 
 # 4 nodes x 2 GPUs, TP2: two data-parallel rings of 4 nodes, one per rail. Radix 4: a leaf
 # holds one rail of 2 nodes; the nodes are scattered so that every ring hop crosses between
@@ -32,17 +32,6 @@ FABRIC = dict(
 
 def fabric_plan(**changes):
     return build_plan(tiny(**{**FABRIC, **changes}))
-
-
-def identity(r) -> float:
-    parts = (
-        r.ideal_hours
-        + r.slowdown_hours
-        + r.lost_work_hours
-        + r.checkpoint_stall_hours
-        + r.downtime_hours
-    )
-    return abs(parts - r.wall_hours) / r.wall_hours
 
 
 def used_cable(plan) -> int:
@@ -72,7 +61,7 @@ def test_a_failed_cable_slows_steps_until_repair_without_losing_work():
     assert r.wall_hours * 3600 == pytest.approx(350 + r.slowdown_hours * 3600)
     degraded_steps = r.slowdown_hours * 3600 / extra
     assert 0 < degraded_steps < 770  # only while the cable was down (failed at step 240)
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_an_unused_cable_costs_nothing():
@@ -97,12 +86,12 @@ def test_a_leaf_switch_failure_takes_its_nodes_out():
     assert r.restarts == 1 and r.lost_work_hours * 3600 == pytest.approx(
         10.0
     )  # 80 s: 10 s past a checkpoint
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
     # without enough spares the restart policy waits for the switch repair
     short = simulate_replica(
         fabric_plan(cluster={**FABRIC["cluster"], "spare_nodes": 3}), 0, 1, injected=[failure]
     )
-    assert short.node_wait_hours > 0 and identity(short) < 1e-9
+    assert short.node_wait_hours > 0 and identity_error(short) < 1e-9
 
 
 def test_a_partitioned_fabric_stops_the_job_until_a_repair():
@@ -115,7 +104,7 @@ def test_a_partitioned_fabric_stops_the_job_until_a_repair():
     r = simulate_replica(plan, 0, 1, injected=cut)
     assert r.finished and r.failures == len(leaf0)
     assert r.restarts >= 1 and r.node_wait_hours > 0  # waited for the fabric, not for nodes
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_random_fabric_failures_keep_the_identity():
@@ -133,5 +122,5 @@ def test_random_fabric_failures_keep_the_identity():
     )
     for replica in range(40):
         r = simulate_replica(plan, replica, 3)
-        assert identity(r) < 1e-9
+        assert identity_error(r) < 1e-9
         assert r.finished

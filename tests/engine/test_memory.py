@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from sim.engine import Failure, build_plan, simulate_replica
-from tests.conftest import tiny
+from tests.conftest import identity_error, tiny
 
 CLASSES = [
     {"name": "node", "scope": "node", "mtbf_hours": 1e15, "detect_minutes": 1, "repair_hours": 1},
@@ -19,17 +19,6 @@ CLASSES = [
 def plan():
     checkpoint = {"interval_steps": 100, "memory_every_steps": 20, "snapshot_GB_s_per_node": 50.0}
     return build_plan(tiny(checkpoint=checkpoint, failures=CLASSES, cluster={"spare_nodes": 1}))
-
-
-def identity(r) -> float:
-    parts = (
-        r.ideal_hours
-        + r.slowdown_hours
-        + r.lost_work_hours
-        + r.checkpoint_stall_hours
-        + r.downtime_hours
-    )
-    return abs(parts - r.wall_hours) / r.wall_hours
 
 
 def test_in_memory_checkpoints_cost_their_snapshots():
@@ -49,7 +38,7 @@ def test_a_single_node_failure_rolls_back_to_the_newest_in_memory_checkpoint():
     assert r.lost_work_hours * 3600 == pytest.approx(250.0 - 240.9)
     assert r.downtime_hours * 3600 == pytest.approx(60 + 600)  # no load from the tier
     assert r.wall_hours * 3600 == pytest.approx(1104 + 9.1 + 660)
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_a_job_wide_failure_rolls_back_to_the_tier():
@@ -57,7 +46,7 @@ def test_a_job_wide_failure_rolls_back_to_the_tier():
     r = simulate_replica(plan(), 0, 1, injected=[crash])
     assert r.lost_work_hours * 3600 == pytest.approx(250.0 - 220.8)
     assert r.downtime_hours * 3600 == pytest.approx(60 + 600 + 5)
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_two_nodes_failing_together_lose_the_peer_copies():
@@ -81,4 +70,4 @@ def test_two_nodes_failing_together_lose_the_peer_copies():
     )
     assert r.lost_work_hours * 3600 == pytest.approx(250.0 - 220.8)  # back to the tier
     assert r.downtime_hours * 3600 == pytest.approx(60 + 600 + 5)
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9

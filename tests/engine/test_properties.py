@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sim.engine import build_plan, simulate_replica
 from sim.scenario import ScenarioError
-from tests.conftest import tiny
+from tests.conftest import identity_error, tiny
 
 failure_class = st.fixed_dictionaries(
     {
@@ -99,19 +99,11 @@ def test_time_identity_holds_for_every_replica(
             },
         )
     except ScenarioError:
-        assume(
-            False
-        )  # e.g. a fat tree too small for the nodes: refused at the edge, as it should be
+        # e.g. a fat tree too small for the nodes: refused at the edge, as it should be
+        assume(False)
     plan = build_plan(scenario)
     r = simulate_replica(plan, 0, seed)
-    parts = (
-        r.ideal_hours
-        + r.slowdown_hours
-        + r.lost_work_hours
-        + r.checkpoint_stall_hours
-        + r.downtime_hours
-    )
-    assert abs(parts - r.wall_hours) <= 1e-9 * max(r.wall_hours, 1e-9)
+    assert identity_error(r) <= 1e-9
     assert (
         min(
             r.ideal_hours,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sim.engine import Failure, build_plan, simulate_replica
-from tests.conftest import tiny
+from tests.conftest import identity_error, tiny
 
 CLASSES = [
     {"name": "crash", "scope": "job", "mtbf_hours": 1e15, "detect_minutes": 1},
@@ -40,17 +40,6 @@ def outage(t: float, repair_s: float, loses_data: bool = False) -> Failure:
     )
 
 
-def identity(r) -> float:
-    parts = (
-        r.ideal_hours
-        + r.slowdown_hours
-        + r.lost_work_hours
-        + r.checkpoint_stall_hours
-        + r.downtime_hours
-    )
-    return abs(parts - r.wall_hours) / r.wall_hours
-
-
 def test_training_runs_on_until_the_next_checkpoint_then_waits_for_the_tier():
     # down from 250 s to 450 s: the checkpoint due at 320 s waits until 450 s
     r = simulate_replica(plan(), 0, 1, injected=[outage(250.0, 200.0)])
@@ -58,7 +47,7 @@ def test_training_runs_on_until_the_next_checkpoint_then_waits_for_the_tier():
     assert r.lost_work_hours == 0
     assert r.downtime_hours * 3600 == pytest.approx(130.0)
     assert r.wall_hours * 3600 == pytest.approx(1100 + 130)
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_an_outage_aborts_a_write_in_flight():
@@ -67,7 +56,7 @@ def test_an_outage_aborts_a_write_in_flight():
     assert r.checkpoints_lost == 1
     assert r.lost_work_hours * 3600 == pytest.approx(5.0)
     assert r.wall_hours * 3600 == pytest.approx(1100 + 5 + 75)
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_data_loss_restores_from_the_backup_and_loses_work_back_to_its_age():
@@ -79,7 +68,7 @@ def test_data_loss_restores_from_the_backup_and_loses_work_back_to_its_age():
     assert r.restores_from_backup == 1
     assert r.lost_work_hours * 3600 == pytest.approx(110 + 90)  # steps 300-400 and the 90 s since
     assert r.downtime_hours * 3600 == pytest.approx(60 + 600 + 5)  # restore from the backup: 5 s
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
     # without the data loss the same crash loses only the 90 s since step 400
     kept = simulate_replica(plan(), 0, 1, injected=[outage(500.0, 20.0), crash(530.0)])
     assert kept.lost_work_hours * 3600 == pytest.approx(90.0) and kept.restores_from_backup == 0
@@ -91,7 +80,7 @@ def test_data_loss_without_a_backup_starts_over():
     )
     assert r.lost_work_hours * 3600 == pytest.approx(530.0)
     assert r.downtime_hours * 3600 == pytest.approx(60 + 600)  # nothing to load
-    assert identity(r) < 1e-9
+    assert identity_error(r) < 1e-9
 
 
 def test_a_new_checkpoint_after_the_repair_makes_the_work_safe_again():
