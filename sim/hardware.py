@@ -31,10 +31,6 @@ GPUS: dict[str, GpuSpec] = {
 }
 
 
-def gpu_names() -> list[str]:
-    return sorted(GPUS)
-
-
 @dataclass(frozen=True)
 class TierPreset:
     """Typical figures of a storage tier kind; a scenario may override any of them.

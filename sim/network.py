@@ -17,7 +17,6 @@ from sim.scenario import NetworkConfig, Scenario, fat_tree_ports, max_fat_tree_e
 
 NCCL_BASE_LATENCY_S = 8.4e-6  # NCCL tuning base latency, ring and tree, Simple protocol
 NVLINK_HOP_LATENCY_S = 3.4e-6  # per NVLink hop
-ALGORITHMS = ("ring", "tree")
 KINDS = ("all_reduce", "reduce_scatter", "all_gather")
 
 

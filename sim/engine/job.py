@@ -213,7 +213,7 @@ class Job:
             # an elastic job that is short of nodes grows back at its next checkpoint
             grow_at = 1 if self._can_grow() else None
             # with the tier down, train up to the next snapshot, then wait for the tier
-            blocked_at = self._next_snapshot_start(stretch) if self._tier_down() else None
+            blocked_at = stretch.snapshot_start_s(1) if self._tier_down() else None
             fabric_changed = False
             while True:
                 k = stretch.checkpoints if grow_at is None else grow_at
@@ -455,9 +455,6 @@ class Job:
 
     def _tier_down(self) -> bool:
         return self.storage is not None and not self.storage.up
-
-    def _next_snapshot_start(self, stretch: Stretch) -> float:
-        return stretch.snapshot_start_s(1)
 
     def _storage_event(self, cause: StorageChanged, running: bool) -> None:
         """The tier went down or came back. Down: a write in flight is aborted and a drain in
