@@ -231,12 +231,10 @@ class Job:
                         )
                         return cause
                     if isinstance(cause, FabricChanged | StorageChanged):
-                        done_computing = (
-                            stretch.position(env.now - t0).snapshots == stretch.checkpoints
-                        )
-                        if done_computing and not self._tier_down():
+                        position = stretch.position(env.now - t0)
+                        if position.snapshots == stretch.checkpoints and not self._tier_down():
                             continue  # only the final drain is left: the step time no longer matters
-                        self._carry(stretch, stretch.position(env.now - t0), env.now - t0)
+                        self._carry(stretch, position, env.now - t0)
                         if isinstance(cause, StorageChanged):
                             self._storage_event(cause, running=True)
                         fabric_changed = True
