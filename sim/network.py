@@ -285,35 +285,25 @@ def fat_tree(
     down, up = fat_tree_ports(k, oversubscription)
     leaves = math.ceil(endpoints / rails / down) * rails
     uplinks = leaves * up
-    if leaves <= k:
-        spines = math.ceil(uplinks / k)
-        return FatTree(
-            endpoints,
-            k,
-            oversubscription,
-            2,
-            down,
-            up,
-            leaves,
-            spines,
-            0,
-            endpoints + uplinks,
-            link_Gb_s / 8.0,
-        )
-    spines = math.ceil(uplinks / (k // 2))
-    cores = math.ceil(spines * (k // 2) / k)
-    if endpoints > max_fat_tree_endpoints(k, oversubscription):
-        raise ValueError(f"{endpoints} endpoints exceed a three-tier fat tree of radix {k}")
+    if leaves <= k:  # every leaf reaches every spine: two tiers
+        tiers, spines, cores = 2, math.ceil(uplinks / k), 0
+        cables = endpoints + uplinks
+    else:  # pods of leaves and spines under a core layer
+        if endpoints > max_fat_tree_endpoints(k, oversubscription):
+            raise ValueError(f"{endpoints} endpoints exceed a three-tier fat tree of radix {k}")
+        tiers, spines = 3, math.ceil(uplinks / (k // 2))
+        cores = math.ceil(spines * (k // 2) / k)
+        cables = endpoints + uplinks + spines * (k // 2)
     return FatTree(
         endpoints,
         k,
         oversubscription,
-        3,
+        tiers,
         down,
         up,
         leaves,
         spines,
         cores,
-        endpoints + uplinks + spines * (k // 2),
+        cables,
         link_Gb_s / 8.0,
     )
