@@ -103,7 +103,7 @@ def main() -> int:
             r.downtime_hours,
         ]
         exact = not r.finished or abs(r.ideal_hours * 3600 - plan.total_steps * plan.step_s) < 1e-6
-        if identity_error(r) > 1e-9 or min(buckets) < -1e-7 or not exact:
+        if identity_error(r) > 1e-9 or min(buckets) < 0 or not exact:
             bad += 1
             print(f"VIOLATION run {i}: {scenario.model_dump_json()}")
     print(f"identity soak: {ran} runs, {bad} violations")

@@ -5,4 +5,9 @@ validate), `sim.perf` (deterministic calculator), `sim.montecarlo` (replicas and
 sweeps), `sim.analysis` (summaries, Young/Daly) and `sim.plots` (figures).
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("trainsim")  # one source of truth: pyproject.toml
+except PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"

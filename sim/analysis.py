@@ -25,6 +25,7 @@ __all__ = [
     "daly_expected_wall_s",
     "daly_interval_s",
     "interval_marks",
+    "better_direction",
     "optimize",
     "summarize",
     "summary_json",
@@ -125,21 +126,55 @@ def interval_marks(scenario: Scenario, swept_key: str) -> dict[str, float]:
     return {}
 
 
+# Metrics where more is better; every other metric (times, costs, counts) is minimised.
+MAXIMIZED = frozenset({"goodput", "effective_mfu", "finished_fraction"})
+
+
+def better_direction(metric: str) -> str:
+    """'max' for goodput-like metrics, 'min' for times, costs and counts."""
+    return "max" if metric in MAXIMIZED else "min"
+
+
+def unit_of(metric: str) -> str:
+    """The unit a metric's name carries ('' for ratios and counts)."""
+    if "gpu_hours" in metric:
+        return "GPU-h"
+    for suffix, unit in (
+        ("_usd", "USD"),
+        ("_days", "days"),
+        ("_hours", "h"),
+        ("_TB", "TB"),
+        ("_GB", "GB"),
+    ):
+        if metric.endswith(suffix) or f"{suffix}_" in metric:
+            return unit
+    return ""
+
+
 @dataclass(frozen=True)
 class Optimum:
-    """The sweep point with the best statistic of a metric, and how sure we are of it."""
+    """The sweep point with the best statistic of a metric, and how sure we are of it.
+
+    `best` is the value with the best statistic, or None when several tie (`tied` lists
+    them; a unique best is `tied == [best]`); `points` has,
+    per swept value, the statistic, its 95% CI, the paired difference to the best
+    (worse is positive) with its 95% CI, and a verdict: best, tied, indistinguishable
+    (the difference's CI includes 0) or worse.
+    """
 
     key: str
     metric: str
     statistic: str
-    best: Any  # the swept value
+    direction: str  # max | min
+    best: Any  # the swept value with the best statistic; None when values tie
+    tied: list[Any]  # the swept values sharing the best statistic (one when unique)
     best_value: float
     best_ci: tuple[float, float]
-    runner_up: Any
+    runner_up: Any  # the best of the rest (None when every value ties)
     runner_up_value: float
-    difference: float  # runner-up minus best (paired, same replicas)
+    difference: float  # how much worse the runner-up is (paired, same replicas); >= 0
     difference_ci: tuple[float, float]
-    points: pd.DataFrame  # per swept value: the statistic and its 95% CI
+    points: pd.DataFrame  # per swept value, best first
 
 
 def _statistic(values: np.ndarray, statistic: str) -> float:
@@ -160,6 +195,22 @@ def _ci(
     return float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
 
 
+def _paired_difference(
+    worse: np.ndarray, best: np.ndarray, statistic: str, rng: np.random.Generator
+) -> tuple[float, float, float]:
+    """statistic(worse) − statistic(best) with a 95% CI, pairing replica by replica."""
+    if statistic == "mean":
+        diff = worse - best
+        mean = float(diff.mean())
+        half = 1.96 * diff.std(ddof=1) / math.sqrt(diff.size)
+        return mean, mean - half, mean + half
+    q = float(statistic.lstrip("p"))
+    point = float(np.percentile(worse, q) - np.percentile(best, q))
+    idx = rng.integers(0, best.size, size=(1000, best.size))
+    boot = np.percentile(worse[idx], q, axis=1) - np.percentile(best[idx], q, axis=1)
+    return point, float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
+
+
 def check_statistic(statistic: str) -> None:
     """'mean' or a percentile 'pNN' (0-100)."""
     number = statistic[1:]
@@ -172,14 +223,26 @@ def check_statistic(statistic: str) -> None:
 
 
 def optimize(
-    table: pd.DataFrame, key: str, metric: str = "time_to_train_days", statistic: str = "mean"
+    table: pd.DataFrame,
+    key: str,
+    metric: str = "time_to_train_days",
+    statistic: str = "mean",
+    direction: str | None = None,
 ) -> Optimum:
-    """The swept value of `key` with the lowest `statistic` (mean, p50, p95, ...) of `metric`.
+    """The swept value of `key` with the best `statistic` (mean, p50, p95, ...) of `metric`:
+    the highest for goodput and effective MFU, the lowest for times and costs, unless
+    `direction` ('max' or 'min') says otherwise.
 
-    Replicas share random numbers across points, so the difference to the runner-up
-    is paired replica by replica: its interval is much tighter than the two CIs.
+    Replicas share random numbers across points, so each difference to the best is
+    paired replica by replica: its interval is much tighter than the two CIs. Values
+    whose statistic equals the best's (to float noise) tie: none of them is called
+    the best alone.
     """
     check_statistic(statistic)
+    direction = direction or better_direction(metric)
+    if direction not in ("max", "min"):
+        raise ValueError(f"direction must be 'max' or 'min', not {direction!r}")
+    sign = -1.0 if direction == "max" else 1.0  # internally: lower signed statistic is better
     ok = table[table["error"] == ""] if "error" in table else table
     wide = ok.pivot_table(index="replica", columns=key, values=metric, aggfunc="first")
     wide = wide.dropna()  # a replica counts where it finished at every point
@@ -188,37 +251,59 @@ def optimize(
             f"need at least two swept values of {key} with finished replicas to compare"
         )
     rng = np.random.default_rng(0)
+    stats = {value: _statistic(wide[value].to_numpy(), statistic) for value in wide.columns}
+    order = sorted(wide.columns, key=lambda v: sign * stats[v])
+    leader = order[0]
+    scale = max(1.0, abs(stats[leader]))
+    tied = [v for v in order if abs(stats[v] - stats[leader]) <= 1e-12 * scale]
+    best_x = wide[leader].to_numpy()
     rows = []
-    for value in wide.columns:
+    for value in order:
         x = wide[value].to_numpy()
         low, high = _ci(x, statistic, rng)
+        diff, diff_low, diff_high = _paired_difference(x, best_x, statistic, rng)
+        if sign < 0:  # maximised: being worse means being lower
+            diff, diff_low, diff_high = -diff, -diff_high, -diff_low
+        if value in tied:
+            verdict = "best" if len(tied) == 1 else "tied for best"
+        elif diff_low <= 0.0:
+            verdict = "indistinguishable"
+        else:
+            verdict = "worse"
         rows.append(
-            {key: value, statistic: _statistic(x, statistic), "ci_low": low, "ci_high": high}
+            {
+                key: _json_value(value),
+                statistic: stats[value],
+                "ci_low": low,
+                "ci_high": high,
+                "difference": diff,
+                "difference_ci_low": diff_low,
+                "difference_ci_high": diff_high,
+                "verdict": verdict,
+            }
         )
-    points = pd.DataFrame(rows).sort_values(statistic, kind="stable").reset_index(drop=True)
-    best, runner = points[key].iloc[0], points[key].iloc[1]
-    a, b = wide[best].to_numpy(), wide[runner].to_numpy()
-    if statistic == "mean":
-        diff = b - a
-        difference = float(diff.mean())
-        half = 1.96 * diff.std(ddof=1) / math.sqrt(diff.size)
-        difference_ci = (difference - half, difference + half)
+    points = pd.DataFrame(rows)
+    points[key] = pd.Series([r[key] for r in rows], dtype=object)  # keep ints as ints
+    first = points.iloc[0]
+    rest = points.iloc[len(tied) :]
+    if len(rest):
+        runner = rest.iloc[0]
+        runner_up, runner_value = runner[key], float(runner[statistic])
+        difference = float(runner["difference"])
+        difference_ci = (float(runner["difference_ci_low"]), float(runner["difference_ci_high"]))
     else:
-        q = float(statistic.lstrip("p"))
-        difference = float(np.percentile(b, q) - np.percentile(a, q))
-        idx = rng.integers(0, a.size, size=(1000, a.size))
-        boot = np.percentile(b[idx], q, axis=1) - np.percentile(a[idx], q, axis=1)
-        difference_ci = (float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)))
-    row = points.iloc[0]
+        runner_up, runner_value, difference, difference_ci = None, math.nan, 0.0, (0.0, 0.0)
     return Optimum(
         key,
         metric,
         statistic,
-        _json_value(best),
-        float(row[statistic]),
-        (float(row.ci_low), float(row.ci_high)),
-        _json_value(runner),
-        float(points[statistic].iloc[1]),
+        direction,
+        _json_value(leader) if len(tied) == 1 else None,
+        [_json_value(v) for v in tied],
+        float(first[statistic]),
+        (float(first.ci_low), float(first.ci_high)),
+        runner_up,
+        runner_value,
         difference,
         difference_ci,
         points,

@@ -6,13 +6,13 @@ and optionally writes the run directory with figures.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from sim import analysis, plots
+from sim import analysis, feasibility, plots
 from sim.engine import build_plan, simulate_replica
 from sim.montecarlo import run as run_montecarlo
 from sim.results import write_run
@@ -26,6 +26,8 @@ class RunOutcome:
     summary: pd.DataFrame  # one row per (point, metric)
     summary_doc: dict[str, Any]  # the documented summary JSON
     run_dir: Path | None
+    # sweep points no replica of which can finish (the horizon is shorter than the ideal time)
+    problems: list[feasibility.Problem] = field(default_factory=list)
 
 
 def run_scenario(
@@ -47,6 +49,7 @@ def run_scenario(
         if isinstance(scenario, ScenarioSet)
         else load_scenario(scenario, overrides, params)
     )
+    problems = feasibility.check(scenario_set)
     base = scenario_set.base.simulation
     replicas = base.replicas if replicas is None else replicas
     seed = base.seed if seed is None else seed
@@ -76,4 +79,4 @@ def run_scenario(
             ),
             timeline=trace,
         )
-    return RunOutcome(scenario_set, table, summary, doc, run_dir)
+    return RunOutcome(scenario_set, table, summary, doc, run_dir, problems)

@@ -18,9 +18,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sim import analysis, perf
+from sim import analysis, feasibility, perf
 from sim.api import RunOutcome, run_scenario
 from sim.scenario import ScenarioError, load_scenario
+
+MAX_SEED = 2**63 - 1  # the replica table stores seeds as int64
 
 SUMMARY_METRICS = [
     ("time_to_train_days", "time to train (days)"),
@@ -61,7 +63,11 @@ def app() -> None:
     type=click.IntRange(min=1),
     help="Replicas per sweep point [scenario's simulation.replicas].",
 )
-@click.option("--seed", type=click.IntRange(min=0), help="Base seed [scenario's simulation.seed].")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=MAX_SEED),
+    help="Base seed [scenario's simulation.seed].",
+)
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
 @set_option
 @click.option(
@@ -100,6 +106,7 @@ def run(
         figures=figures,
         timeline=timeline,
     )
+    _warn(outcome.problems)
     if as_json:
         print(json.dumps(outcome.summary_doc))
         return
@@ -110,12 +117,24 @@ def run(
 @click.argument("scenarios", nargs=-1, required=True, type=click.Path(path_type=Path))
 @set_option
 def validate(scenarios, overrides) -> None:
-    """Check scenario files against the schema; exit 2 on the first bad one."""
+    """Check scenario files against the schema and the model; report every bad file, exit 2
+    if any is bad."""
+    bad = 0
     for path in scenarios:
-        loaded = load_scenario(path, list(overrides))
+        try:
+            loaded = load_scenario(path, list(overrides))
+            hopeless = feasibility.check(loaded)
+        except ScenarioError as exc:
+            bad += 1
+            print(f"error: {exc}", file=sys.stderr)
+            continue
         points = len(loaded.points)
         extra = f", {points} sweep points" if points > 1 else ""
         print(f"ok: {path} ({loaded.name}{extra})")
+        _warn(hopeless)
+    if bad:
+        print(f"{bad} of {len(scenarios)} scenario files are invalid", file=sys.stderr)
+        click.get_current_context().exit(2)
 
 
 @app.command()
@@ -125,6 +144,7 @@ def validate(scenarios, overrides) -> None:
 def calc(scenario, overrides, as_json) -> None:
     """The deterministic calculator: step time, ideal time-to-train, checkpoint cost, Young/Daly, cost."""
     loaded = load_scenario(scenario, list(overrides))
+    _warn(feasibility.check(loaded))
     results = [(p.params, perf.calculate(p.scenario)) for p in loaded.points]
     if as_json:
         doc = {
@@ -159,10 +179,26 @@ def calc(scenario, overrides, as_json) -> None:
 )
 @set_option
 @click.option("--replicas", type=click.IntRange(min=2), help="Replicas per candidate.")
-@click.option("--seed", type=click.IntRange(min=0), help="Base seed.")
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), help="Base seed.")
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
 @click.option(
-    "--metric", default="time_to_train_days", show_default=True, help="Metric to minimise."
+    "--metric",
+    default="time_to_train_days",
+    show_default=True,
+    help="Metric to optimise (goodput and effective_mfu are maximised, others minimised).",
+)
+@click.option(
+    "--maximize",
+    "direction",
+    flag_value="max",
+    default=None,
+    help="Higher is better for --metric (the default for goodput, effective_mfu).",
+)
+@click.option(
+    "--minimize",
+    "direction",
+    flag_value="min",
+    help="Lower is better for --metric (the default for times, costs, counts).",
 )
 @click.option(
     "--statistic", default="mean", show_default=True, help="mean, or a percentile such as p95."
@@ -171,9 +207,20 @@ def calc(scenario, overrides, as_json) -> None:
 @json_option
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def optimize(
-    scenario, params, overrides, replicas, seed, workers, metric, statistic, out, as_json, progress
+    scenario,
+    params,
+    overrides,
+    replicas,
+    seed,
+    workers,
+    metric,
+    direction,
+    statistic,
+    out,
+    as_json,
+    progress,
 ) -> None:
-    """Sweep one key and report the value with the lowest mean (or percentile) of a metric."""
+    """Sweep one key and report the value with the best mean (or percentile) of a metric."""
     if len(params) != 1:
         raise click.BadParameter("optimize one key at a time", param_hint="--param")
     if metric not in analysis.METRICS:
@@ -185,46 +232,92 @@ def optimize(
         analysis.check_statistic(statistic)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--statistic") from None
+    # everything is checked before anything is simulated or written
+    loaded = load_scenario(scenario, list(overrides), list(params))
+    key = loaded.swept_keys[0]
+    candidates = loaded.resolved["sweep"][key]
+    if len(loaded.swept_keys) != 1 or len(candidates) < 2:
+        raise click.BadParameter(
+            f"optimize needs at least two candidate values of {key}, got {len(candidates)} "
+            "(and the scenario must not sweep other keys)",
+            param_hint="--param",
+        )
+    if replicas is None and loaded.base.simulation.replicas < 2:
+        raise click.BadParameter(
+            "optimize needs at least 2 replicas per candidate", param_hint="--replicas"
+        )
     outcome = run_scenario(
-        scenario,
-        overrides=list(overrides),
-        params=list(params),
+        loaded,
         replicas=replicas,
         seed=seed,
         workers=workers,
         out=out,
         progress=progress,
     )
-    key = outcome.scenario_set.swept_keys[0]
+    _warn(outcome.problems)
     try:
-        best = analysis.optimize(outcome.table, key, metric, statistic)
+        best = analysis.optimize(outcome.table, key, metric, statistic, direction)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--param/--statistic") from None
     if as_json:
         doc = {k: v for k, v in dataclasses.asdict(best).items() if k != "points"}
         doc["points"] = best.points.to_dict(orient="records")
         doc["run_dir"] = str(outcome.run_dir)
-        print(json.dumps(doc, default=float))
+        print(json.dumps(doc, default=_json_default))
         return
     console = _console()
+    goal = "highest" if best.direction == "max" else "lowest"
+    unit = analysis.unit_of(metric)
     table = Table(
-        title=f"{outcome.scenario_set.name}: {statistic} {metric} by {key}", title_justify="left"
+        title=f"{outcome.scenario_set.name}: {statistic} {metric} by {key} ({goal} is best)",
+        title_justify="left",
     )
-    for column in [key, statistic, "95% CI", ""]:
+    for column in [
+        key,
+        f"{statistic}{f' ({unit})' if unit else ''}",
+        "95% CI",
+        "worse than best by (paired 95% CI)",
+        "verdict",
+    ]:
         table.add_column(column, justify="right")
-    for i, row in best.points.iterrows():
+    for row in best.points.to_dict(orient="records"):
+        tied = row["verdict"] in ("best", "tied for best")
         table.add_row(
-            str(row[key]),
-            _fmt(row[statistic]),
-            f"{_fmt(row.ci_low)} – {_fmt(row.ci_high)}",
-            "best" if i == 0 else "",
+            _fmt_value(row[key]),
+            _fmt_metric(metric, row[statistic], unit=False),
+            f"{_fmt_metric(metric, row['ci_low'], unit=False)} – {_fmt_metric(metric, row['ci_high'], unit=False)}",
+            ""
+            if tied
+            else f"{_fmt_metric(metric, row['difference'])} "
+            f"({_fmt_metric(metric, row['difference_ci_low'], unit=False)} – "
+            f"{_fmt_metric(metric, row['difference_ci_high'], unit=False)})",
+            row["verdict"],
         )
     console.print(table)
-    console.print(
-        f"best {key} = {best.best}: {statistic} {metric} {best.best_value:.4g} "
-        f"(95% CI {best.best_ci[0]:.4g} – {best.best_ci[1]:.4g}); runner-up {best.runner_up} is "
-        f"{best.difference:+.4g} worse (paired 95% CI {best.difference_ci[0]:+.4g} – {best.difference_ci[1]:+.4g})"
-    )
+    value = _fmt_metric(metric, best.best_value)
+    if best.best is None:
+        values = ", ".join(_fmt_value(v) for v in best.tied)
+        console.print(
+            f"no single best {key}: {values} tie at {statistic} {metric} {value}"
+            + (
+                f"; the next, {_fmt_value(best.runner_up)}, is worse by {_fmt_metric(metric, best.difference)}"
+                if best.runner_up is not None
+                else ""
+            )
+        )
+    else:
+        low, high = best.difference_ci
+        sure = (
+            "distinguishable"
+            if low > 0
+            else "not distinguishable at 95% (more replicas would tell)"
+        )
+        console.print(
+            f"best {key} = {_fmt_value(best.best)}: {statistic} {metric} {value} "
+            f"(95% CI {_fmt_metric(metric, best.best_ci[0])} – {_fmt_metric(metric, best.best_ci[1])}); "
+            f"runner-up {_fmt_value(best.runner_up)} is worse by {_fmt_metric(metric, best.difference)} "
+            f"(paired 95% CI {_fmt_metric(metric, low)} – {_fmt_metric(metric, high)}: {sure})"
+        )
     console.print(f"results: {outcome.run_dir}")
 
 
@@ -397,47 +490,115 @@ def _print_run(outcome: RunOutcome) -> None:
     keys = outcome.scenario_set.swept_keys
     for point in doc["points"]:
         rows = summary[summary["point"] == point["point"]].set_index("metric")
-        params = "  ".join(f"{k}={v}" for k, v in point["params"].items())
+        params = "  ".join(f"{k}={_fmt_value(v)}" for k, v in point["params"].items())
         n = doc["replicas"]
         title = f"{doc['scenario']}{'  ' + params if params else ''}  —  {n} replicas, {point['finished']} finished"
         if point["errors"]:
             title += f", [red]{point['errors']} errors[/red]"
         table = Table(title=title, title_justify="left")
-        for column in ["metric", "mean", "± sem", "p5", "p50", "p95", "p99"]:
+        for column in ["metric", "mean", "± s.e.", "p5", "p50", "p95", "p99"]:
             table.add_column(column, justify="left" if column == "metric" else "right")
         for metric, label in SUMMARY_METRICS:
             s = rows.loc[metric]
             table.add_row(label, *(_fmt(s[k]) for k in ["mean", "sem", "p5", "p50", "p95", "p99"]))
+        if point["finished"] == 0:
+            table.caption = _no_finish_reason(outcome, point["point"])
+            table.caption_justify = "left"
         console.print(table)
     if len(doc["points"]) > 1 and keys:
-        _print_sweep(console, summary, keys)
+        _print_sweep(console, outcome, keys)
     if outcome.run_dir is not None:
         console.print(f"results: {outcome.run_dir}")
 
 
-def _print_sweep(console: Console, summary, keys: list[str]) -> None:
+def _no_finish_reason(outcome: RunOutcome, point: int) -> str:
+    for problem in outcome.problems:
+        if problem.point == point:
+            return f"— no replica finished: {problem.message}"
+    horizon = outcome.scenario_set.points[point].scenario.simulation.horizon_days
+    return (
+        f"— no replica finished within simulation.horizon_days={horizon:g}: "
+        "time to train has no value; wall time and the buckets cover the horizon"
+    )
+
+
+def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None:
+    summary = outcome.summary
     ttt = summary[summary["metric"] == "time_to_train_days"].set_index("point")
     lost = summary[summary["metric"] == "lost_work_hours"].set_index("point")
-    best = ttt["mean"].idxmin()
-    table = Table(title="sweep: mean time to train by point", title_justify="left")
+    finished = ttt["mean"].dropna()
+    best_value = finished.min() if len(finished) else math.nan
+    leaders = [
+        p for p, v in finished.items() if abs(v - best_value) <= 1e-12 * max(1.0, best_value)
+    ]
+    table = Table(
+        title="sweep: time to train by point (mean ± standard error, over finished replicas)",
+        title_justify="left",
+    )
     for key in keys:
         table.add_column(key, justify="right")
-    for column in ["time to train (days)", "p95 (days)", "lost work (h)", ""]:
+    for column in ["time to train (days)", "p95 (days)", "lost work (h)", "finished", "best"]:
         table.add_column(column, justify="right")
+    fraction = summary[summary["metric"] == "finished_fraction"].set_index("point")["mean"]
     for point, row in ttt.iterrows():
+        mean = (
+            f"{row['mean']:.3f} ± {row['sem']:.3f}"
+            if math.isfinite(row["mean"])
+            else "— (none finished)"
+        )
+        mark = ""
+        if point in leaders:
+            mark = "best" if len(leaders) == 1 else "tied"
         table.add_row(
-            *(str(row[k]) for k in keys),
-            f"{row['mean']:.3f} ± {row['sem']:.3f}",
+            *(_fmt_value(row[k]) for k in keys),
+            mean,
             _fmt(row["p95"]),
             _fmt(lost.loc[point, "mean"]),
-            "best" if point == best else "",
+            f"{fraction.loc[point]:.0%}",
+            mark,
         )
     console.print(table)
+    if outcome.problems:
+        console.print(
+            f"{len(outcome.problems)} of {len(ttt)} points cannot finish within "
+            "simulation.horizon_days: " + "; ".join(f"{p.params}" for p in outcome.problems)
+        )
 
 
 def _console() -> Console:
     """Tables on stdout; wide enough to stay readable when piped to a file."""
     return Console() if sys.stdout.isatty() else Console(width=120)
+
+
+def _warn(problems: list[feasibility.Problem]) -> None:
+    """Points no replica of which can finish: said on stderr before anything is simulated."""
+    for problem in problems:
+        print(f"warning: {problem.where()}{problem.message}", file=sys.stderr)
+
+
+def _fmt_value(value) -> str:
+    """A swept value as the user wrote it: 4 not 4.0, 0.5 not 0.50000001."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _fmt_metric(metric: str, value: float, unit: bool = True) -> str:
+    """A metric's value with its unit: $29,460 for costs, 12.3 h for hours, 16.2 days."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    suffix = analysis.unit_of(metric)
+    if suffix == "USD":
+        sign = "-" if value < 0 else ""
+        return f"{sign}${abs(value):,.0f}"
+    text = _fmt(value)
+    return f"{text} {suffix}" if unit and suffix else text
+
+
+def _json_default(value):
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 def _fmt(value: float) -> str:

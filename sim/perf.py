@@ -305,6 +305,26 @@ def theory_interval_s(scenario: Scenario, theory: str) -> float:
     return seconds
 
 
+def expected_wall_s(scenario: Scenario) -> float:
+    """Daly's expected wall time for this scenario, to first order: exponential failures at
+    the aggregate rate, a restart of `restart_s`, and the checkpoint's blocking cost (the
+    write when sync, the snapshot when async; an async run also waits for its last drain).
+    Detection, node waits and repairs are not in it: Monte Carlo adds them."""
+    step_s = step_time_s(scenario)
+    steps = total_steps(scenario)
+    ideal_s = steps * step_s
+    interval_s = interval_steps(scenario) * step_s
+    blocking_s = checkpoint_blocking_s(scenario)
+    final_drain_s = checkpoint_write_s(scenario) if scenario.checkpoint.mode == "async" else 0.0
+    mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
+    if math.isinf(mtbf_s):
+        return ideal_s + math.ceil(steps / interval_steps(scenario)) * blocking_s + final_drain_s
+    return (
+        daly_expected_wall_s(ideal_s, interval_s, blocking_s, restart_s(scenario), mtbf_s)
+        + final_drain_s
+    )
+
+
 def interval_steps(scenario: Scenario) -> int:
     """Steps between checkpoints, resolving minutes and young | daly into steps."""
     ckpt = scenario.checkpoint
@@ -392,12 +412,7 @@ def calculate(scenario: Scenario) -> Calculation:
         failures_per_day=24.0 / mtbf_h if finite else 0.0,
         young_interval_minutes=theory_interval_s(scenario, "young") / 60.0,
         daly_interval_minutes=theory_interval_s(scenario, "daly") / 60.0,
-        daly_expected_days=(
-            daly_expected_wall_s(ideal_s, interval * step_s, write_s, restart_s(scenario), mtbf_s)
-            / DAY_S
-            if finite
-            else (ideal_s + math.ceil(steps / interval) * write_s) / DAY_S
-        ),
+        daly_expected_days=expected_wall_s(scenario) / DAY_S,
         ideal_gpu_hours=ideal_gpu_hours,
         ideal_cost_usd=cost,
         gpu_hour_usd=scenario.cost.gpu_hour_usd,

@@ -45,12 +45,21 @@ def time_to_train_cdf(table: pd.DataFrame, swept_keys: list[str] | None = None) 
     if len(finished):
         ideal_days = finished["ideal_hours"].iloc[0] / 24.0
         ax.axvline(ideal_days, color="grey", linestyle="--", label=f"ideal {ideal_days:.2f} d")
+        ax.legend(fontsize="small")
+    else:
+        ax.text(
+            0.5,
+            0.5,
+            f"none of the {len(table)} replicas finished\nwithin simulation.horizon_days",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+        )
     ax.set_xlabel("time to train (days)")
     ax.set_ylabel("share of replicas finished")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title("Time-to-train distribution")
-    ax.legend(fontsize="small")
     return fig
 
 

@@ -1,7 +1,7 @@
 """The training job: its process, its recovery policies and its time ledger.
 
 Lifecycle of the job process:
-    TRAIN   a stretch of compute + sync checkpoint cycles (one event for all of it)
+    TRAIN   a stretch of compute + checkpoint cycles (one event for all of it)
     DETECT  a failure struck; further failures in the window merge into it
     REPLACE failed nodes leave for repair, spares swap in; the policy decides
             whether to wait for nodes (restart) or shrink (elastic)
@@ -65,7 +65,7 @@ POLICIES: dict[str, type[RestartPolicy] | type[ElasticPolicy]] = {
 
 @dataclass
 class Ledger:
-    """Tallies of wall-clock seconds by where they went (DESIGN.md time identity)."""
+    """Tallies of wall-clock seconds by where they went (the time identity, docs/metrics.md)."""
 
     ideal_s: float = 0.0
     slowdown_s: float = 0.0
@@ -88,6 +88,14 @@ class Ledger:
             + self.checkpoint_stall_s
             + self.downtime_s
         )
+
+
+def excess_s(total_s: float, nominal_s: float) -> float:
+    """`total_s − nominal_s`, reading a difference within the float rounding of the two sums
+    as zero, so that no bucket of the identity turns negative by noise (-1e-14, -0.0); a
+    genuine negative, which would be a bug, still shows."""
+    diff = total_s - nominal_s
+    return 0.0 if abs(diff) <= 1e-12 * max(abs(total_s), abs(nominal_s)) else diff
 
 
 @dataclass(frozen=True)
@@ -217,7 +225,7 @@ class Job:
             fabric_changed = False
             while True:
                 k = stretch.checkpoints if grow_at is None else grow_at
-                target = stretch.checkpoint_due_s(k)
+                target = stretch.durable_s(k)
                 if blocked_at is not None:
                     target = min(target, blocked_at)
                 try:
@@ -275,7 +283,7 @@ class Job:
         and the time spent on their checkpoints (blocking parts, waits for drains) stall."""
         ledger, nominal = self.ledger, self.plan.step_s
         ledger.ideal_s += steps * nominal
-        ledger.slowdown_s += compute_s - steps * nominal
+        ledger.slowdown_s += excess_s(compute_s, steps * nominal)
         ledger.checkpoint_stall_s += total_s - compute_s
         ledger.checkpoints_written += checkpoints
 
@@ -317,7 +325,7 @@ class Job:
                         total_j = base_total + stretch.snapshot_end_s(j)
                         kept = (
                             before[0] + n * self.plan.step_s,
-                            before[1] + compute_j - n * self.plan.step_s,
+                            before[1] + excess_s(compute_j, n * self.plan.step_s),
                             before[2] + total_j - compute_j,
                         )
                         self.storage.checkpoint_durable(step_j, t0 + stretch.durable_s(j), kept)

@@ -292,10 +292,6 @@ class Stretch:
         """Number (1-based) of the first checkpoint that becomes durable after `elapsed_s`."""
         return min(self._count(elapsed_s, self.durable_s) + 1, self.checkpoints)
 
-    def checkpoint_due_s(self, k: int) -> float:
-        """Elapsed time at which checkpoint number `k` is durable."""
-        return self.durable_s(k)
-
     def at_checkpoint(self, k: int) -> Position:
         """The position exactly when checkpoint `k` became durable (no float floor involved).
 

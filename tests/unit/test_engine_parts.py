@@ -49,9 +49,9 @@ def test_stretch_positions():
     p = s.position(620.0 + 50.0)  # tail compute
     assert (p.checkpoints, p.durable_step, p.window_compute_s, p.kept_s) == (2, 800, 50.0, 620.0)
     assert s.position(s.duration_s).durable_step == 1000
-    assert s.next_checkpoint(315.0) == 2 and s.checkpoint_due_s(2) == 620.0
-    assert s.next_checkpoint(50.0) == 1 and s.checkpoint_due_s(1) == 310.0
-    assert s.checkpoint_due_s(3) == s.duration_s
+    assert s.next_checkpoint(315.0) == 2 and s.durable_s(2) == 620.0
+    assert s.next_checkpoint(50.0) == 1 and s.durable_s(1) == 310.0
+    assert s.durable_s(3) == s.duration_s
 
 
 def test_async_stretch_drains_in_the_background():

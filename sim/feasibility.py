@@ -1,0 +1,109 @@
+"""Scenarios that pass the schema but cannot give an answer: checks that need the
+performance model, run before anything is simulated.
+
+- A horizon shorter than the ideal time to train: no replica can finish.
+- Failures so frequent that the job could not complete one step between them, or
+  that a replica would make millions of failure events before its horizon.
+`check` raises a `ScenarioError` when every point is affected (or any point has
+impossible failure rates) and returns per-point warnings otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sim import perf
+from sim.scenario import Scenario, ScenarioError, ScenarioSet
+
+# Failure events one replica may make up to its horizon. The engine handles a failure in
+# tens of microseconds, so this is about a minute of CPU per replica; a real scenario
+# (16k GPUs, a year) stays two orders of magnitude below it.
+FAILURE_BUDGET = 1_000_000
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why one sweep point cannot give an answer."""
+
+    point: int
+    params: dict[str, Any]
+    key: str  # the key path at fault
+    message: str
+    fatal: bool  # refused outright even when other points are fine
+
+    def where(self) -> str:
+        return (f"sweep point {self.params}: " if self.params else "") + f"{self.key}: "
+
+
+def horizon_problem(scenario: Scenario) -> str | None:
+    ideal_days = perf.total_steps(scenario) * perf.step_time_s(scenario) / perf.DAY_S
+    horizon = scenario.simulation.horizon_days
+    if horizon < ideal_days:
+        return (
+            f"{horizon:g} days is shorter than the ideal time to train "
+            f"({ideal_days:.2f} days without failures or checkpoints), so no replica can finish; "
+            f"raise simulation.horizon_days above {ideal_days:.2f}"
+        )
+    return None
+
+
+def failure_rate_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """(key path, message) when the failure classes strike faster than the job can step,
+    or would make more than FAILURE_BUDGET events in one replica."""
+    if not scenario.failures:
+        return None
+    rates = [perf.failure_rate_per_hour(f, scenario) for f in scenario.failures]
+    total_per_hour = sum(rates)
+    worst = max(range(len(rates)), key=rates.__getitem__)
+    failure = scenario.failures[worst]
+    key = f"failures.{worst}." + (
+        "mtbf_hours" if failure.mtbf_hours is not None else "rate_per_1k_gpu_day"
+    )
+    mtbf_s = perf.HOUR_S / total_per_hour
+    step_s = perf.step_time_s(scenario)
+    if mtbf_s < step_s:
+        return key, (
+            f"the failure classes together strike every {mtbf_s:.3g} s on this job "
+            f"(class {failure.name!r} alone {perf.HOUR_S / rates[worst]:.3g} s), shorter than "
+            f"one training step of {step_s:.3g} s: the job could never make progress; "
+            "check the rate's unit (mtbf_hours is per component, rate_per_1k_gpu_day per 1,000 GPUs)"
+        )
+    events = total_per_hour * scenario.simulation.horizon_days * 24.0
+    if events > FAILURE_BUDGET:
+        return key, (
+            f"about {events:,.0f} failures would strike one replica within "
+            f"simulation.horizon_days={scenario.simulation.horizon_days:g} "
+            f"(one every {mtbf_s:.3g} s), more than the {FAILURE_BUDGET:,} a replica may make; "
+            "check the rate's unit, or shorten simulation.horizon_days"
+        )
+    return None
+
+
+def problems(scenario_set: ScenarioSet) -> list[Problem]:
+    found = []
+    for point in scenario_set.points:
+        rate = failure_rate_problem(point.scenario)
+        if rate is not None:
+            found.append(Problem(point.index, point.params, rate[0], rate[1], fatal=True))
+        horizon = horizon_problem(point.scenario)
+        if horizon is not None:
+            found.append(
+                Problem(point.index, point.params, "simulation.horizon_days", horizon, fatal=False)
+            )
+    return found
+
+
+def check(scenario_set: ScenarioSet) -> list[Problem]:
+    """Raise for what cannot run at all; return the points no replica of which can finish."""
+    found = problems(scenario_set)
+    for problem in found:
+        if problem.fatal:
+            at = f"at sweep point {problem.params}: " if problem.params else ""
+            raise ScenarioError(scenario_set.source, problem.key, at + problem.message)
+    hopeless = [p for p in found if p.key == "simulation.horizon_days"]
+    if hopeless and len(hopeless) == len(scenario_set.points):
+        first = hopeless[0]
+        every = " (at every sweep point)" if len(scenario_set.points) > 1 else ""
+        raise ScenarioError(scenario_set.source, first.key, first.message + every)
+    return hopeless
