@@ -1,7 +1,7 @@
 """Hardware catalogue: GPU presets keyed by the names scenarios use.
 
-Figures from ../shared/REFERENCES.md (vendor datasheets): dense BF16 TFLOPS,
-HBM capacity and bandwidth, NVLink bandwidth per GPU.
+Figures from the vendors' datasheets: dense BF16 TFLOPS, HBM capacity and
+bandwidth, NVLink bandwidth per GPU. docs/references.md gives each source.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ GPUS: dict[str, GpuSpec] = {
 class TierPreset:
     """Typical figures of a storage tier kind; a scenario may override any of them.
 
-    Sources (../shared/REFERENCES.md, "approx." figures are secondary write-ups):
+    Sources in docs/references.md ("approx." figures are secondary write-ups):
     large Lustre/GPFS systems reach 100s of GB/s to TB/s (an NVMe OST ~5-10 GB/s,
     an HDD OST ~1-3 GB/s); a single NFS server ~2-10 GB/s; object stores are
     wide but slow per request. Capacities and latencies are typical (approx.).

@@ -3,8 +3,8 @@
 Bandwidths are per direction in GB/s. A collective over `ranks` GPUs, `per_node`
 of them in each node, runs as NCCL does on a rail-optimised fabric: one ring or
 tree channel per NIC the group uses; the bus bandwidth is the slower of the
-node's NVLink and its NICs. Latencies and the nccl-tests bus-bandwidth factors
-are from ../shared/REFERENCES.md.
+node's NVLink and its NICs. Latencies are NCCL's tuning model (src/graph/tuning.cc),
+bus-bandwidth factors nccl-tests' definitions; docs/references.md gives each source.
 """
 
 from __future__ import annotations
