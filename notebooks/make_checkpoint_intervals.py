@@ -3,9 +3,8 @@
 Run: .venv/bin/python notebooks/make_checkpoint_intervals.py
 """
 
-from pathlib import Path
-
 import nbformat as nbf
+from nbgen import FIND_ROOT, write
 
 cells = [
     nbf.v4.new_markdown_cell(
@@ -15,12 +14,16 @@ cells = [
         "intervals marked. Few replicas keep it fast; raise `REPLICAS` for tighter bands."
     ),
     nbf.v4.new_code_cell(
+        "# sim.plots returns Figure objects that pyplot does not manage: the inline backend\n"
+        "# registers the formatter that lets display() render them as images\n"
+        "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
+        "from IPython.display import display\n\n"
         "from sim import analysis, perf, plots\n"
         "from sim.api import run_scenario\n"
-        "from sim.scenario import load_scenario\n\n"
-        "ROOT = Path.cwd() if (Path.cwd() / 'scenarios').exists() else Path.cwd().parent\n"
-        "REFERENCE = ROOT / 'scenarios' / 'llama70b-1k.yaml'\n"
+        "from sim.scenario import load_scenario\n\n\n"
+        + FIND_ROOT
+        + "\nREFERENCE = ROOT / 'scenarios' / 'llama70b-1k.yaml'\n"
         "REPLICAS = 100"
     ),
     nbf.v4.new_markdown_cell("The calculator first: what theory says before any simulation."),
@@ -41,12 +44,12 @@ cells = [
     ),
     nbf.v4.new_code_cell(
         "marks = analysis.interval_marks(base, 'checkpoint.interval_steps')\n"
-        "plots.sweep_curve(summary, 'checkpoint.interval_steps', 'time_to_train_days', marks,\n"
-        "                  'mean time to train (days)')"
+        "display(plots.sweep_curve(summary, 'checkpoint.interval_steps', 'time_to_train_days', marks,\n"
+        "                          'mean time to train (days)'))"
     ),
     nbf.v4.new_code_cell(
-        "plots.sweep_curve(summary, 'checkpoint.interval_steps', 'lost_work_hours', marks,\n"
-        "                  'mean lost work (hours)')"
+        "display(plots.sweep_curve(summary, 'checkpoint.interval_steps', 'lost_work_hours', marks,\n"
+        "                          'mean lost work (hours)'))"
     ),
     nbf.v4.new_markdown_cell(
         "Short intervals pay in checkpoint stall, long ones in lost work; the minimum sits "
@@ -58,6 +61,4 @@ cells = [
         "assert intervals[1] <= best <= intervals[3], best"
     ),
 ]
-nb = nbf.v4.new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-Path(__file__).with_name("checkpoint_intervals.ipynb").write_text(nbf.writes(nb))
+write(cells, "checkpoint_intervals.ipynb")

@@ -3,9 +3,8 @@
 Run: .venv/bin/python notebooks/make_fabric.py
 """
 
-from pathlib import Path
-
 import nbformat as nbf
+from nbgen import FIND_ROOT, write
 
 cells = [
     nbf.v4.new_markdown_cell(
@@ -16,28 +15,29 @@ cells = [
         "comes from the SimPy flow model of the fat tree."
     ),
     nbf.v4.new_code_cell(
+        "# inline whatever MPLBACKEND the kernel inherited: under Agg plt.show() shows nothing\n"
+        "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
-        "from matplotlib.figure import Figure\n\n"
+        "import matplotlib.pyplot as plt\n\n"
         "from sim import perf\n"
         "from sim.api import run_scenario\n"
-        "from sim.scenario import load_scenario\n\n"
-        "ROOT = Path.cwd() if (Path.cwd() / 'scenarios').exists() else Path.cwd().parent\n"
-        "FABRIC = ROOT / 'scenarios' / 'llama70b-1k-fabric.yaml'\n\n"
+        "from sim.scenario import load_scenario\n\n\n"
+        + FIND_ROOT
+        + "\nFABRIC = ROOT / 'scenarios' / 'llama70b-1k-fabric.yaml'\n\n\n"
         "def scenario(*overrides):\n"
         "    return load_scenario(FABRIC, list(overrides)).base"
     ),
     nbf.v4.new_markdown_cell("## Link speed, and how much overlap hides it"),
     nbf.v4.new_code_cell(
         "links = {'HDR': 200, 'NDR': 400, 'XDR': 800}\n"
-        "fig = Figure(figsize=(7, 4), layout='constrained')\n"
-        "ax = fig.add_subplot()\n"
+        "fig, ax = plt.subplots(figsize=(7, 4), layout='constrained')\n"
         "for overlap in (0.8, 0.4, 0.0):\n"
         "    mfus = [perf.mfu(scenario(f'network.link_Gb_s={g}', f'performance.overlap={overlap}')) for g in links.values()]\n"
         "    ax.plot(list(links), mfus, marker='o', label=f'overlap {overlap}')\n"
         "ax.set(ylabel='MFU', title='MFU against link speed')\n"
         "ax.grid(alpha=0.3)\n"
         "ax.legend()\n"
-        "fig"
+        "plt.show()"
     ),
     nbf.v4.new_markdown_cell(
         "## Oversubscription and placement\n\n"
@@ -46,8 +46,7 @@ cells = [
     ),
     nbf.v4.new_code_cell(
         "ratios = [1.0, 2.0, 3.0]\n"
-        "fig = Figure(figsize=(7, 4), layout='constrained')\n"
-        "ax = fig.add_subplot()\n"
+        "fig, ax = plt.subplots(figsize=(7, 4), layout='constrained')\n"
         "curves = {}\n"
         "for placement in ('contiguous', 'scattered'):\n"
         "    curves[placement] = [perf.mfu(scenario(f'network.oversubscription={o}', f'network.placement={placement}',\n"
@@ -57,7 +56,7 @@ cells = [
         "ax.grid(alpha=0.3)\n"
         "ax.legend()\n"
         "assert curves['contiguous'][0] == curves['contiguous'][-1] > curves['scattered'][-1]\n"
-        "fig"
+        "plt.show()"
     ),
     nbf.v4.new_markdown_cell(
         "## Cluster size\n\nThe same 1.4T tokens and global batch on more nodes: each GPU computes "
@@ -70,15 +69,14 @@ cells = [
         "    s = scenario(f'cluster.nodes={nodes}')\n"
         "    c = perf.calculate(s)\n"
         "    rows.append((nodes * 8, c.mfu, c.ideal_days))\n"
-        "fig = Figure(figsize=(9, 4), layout='constrained')\n"
-        "left, right = fig.subplots(1, 2)\n"
+        "fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4), layout='constrained')\n"
         "gpus = [r[0] for r in rows]\n"
         "for ax, column, label in [(left, 1, 'MFU'), (right, 2, 'ideal time to train (days)')]:\n"
         "    ax.plot(gpus, [r[column] for r in rows], marker='o')\n"
         "    ax.set_xscale('log', base=2)\n"
         "    ax.set(xlabel='GPUs', ylabel=label)\n"
         "    ax.grid(alpha=0.3)\n"
-        "fig"
+        "plt.show()"
     ),
     nbf.v4.new_markdown_cell(
         "## Time to train with failures, HDR against NDR\n\n"
@@ -97,6 +95,4 @@ cells = [
         "print(f'HDR costs {means[200] - means[400]:.2f} days over NDR on this run')"
     ),
 ]
-nb = nbf.v4.new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-Path(__file__).with_name("fabric.ipynb").write_text(nbf.writes(nb))
+write(cells, "fabric.ipynb")

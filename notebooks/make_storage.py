@@ -1,11 +1,10 @@
 """Writes storage.ipynb (kept as code so the notebook diff stays reviewable).
 
-Run: .venv/bin/python notebooks/make_storage.py && .venv/bin/ruff format notebooks
+Run: .venv/bin/python notebooks/make_storage.py
 """
 
-from pathlib import Path
-
 import nbformat as nbf
+from nbgen import FIND_ROOT, write
 
 cells = [
     nbf.v4.new_markdown_cell(
@@ -16,14 +15,16 @@ cells = [
         "(common random numbers), so the differences are the storage's, not the dice's."
     ),
     nbf.v4.new_code_cell(
+        "# inline whatever MPLBACKEND the kernel inherited: under Agg plt.show() shows nothing\n"
+        "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
-        "import pandas as pd\n"
-        "from matplotlib.figure import Figure\n\n"
+        "import matplotlib.pyplot as plt\n"
+        "import pandas as pd\n\n"
         "from sim import perf\n"
         "from sim.api import run_scenario\n"
-        "from sim.scenario import load_scenario\n\n"
-        "ROOT = Path.cwd() if (Path.cwd() / 'scenarios').exists() else Path.cwd().parent\n"
-        "MODELS = {'70B on 1,024 GPUs': 'llama70b-1k.yaml', '405B on 8,192 GPUs': 'llama405b-8k.yaml'}\n"
+        "from sim.scenario import load_scenario\n\n\n"
+        + FIND_ROOT
+        + "\nMODELS = {'70B on 1,024 GPUs': 'llama70b-1k.yaml', '405B on 8,192 GPUs': 'llama405b-8k.yaml'}\n"
         "LUSTRE = 'storage.checkpoint_tier={{kind: lustre, osts: {}}}'\n"
         "VARIANTS = {\n"
         "    'NFS': ['storage.checkpoint_tier={kind: nfs}'],\n"
@@ -62,8 +63,7 @@ cells = [
         "summary.round(3)"
     ),
     nbf.v4.new_code_cell(
-        "fig = Figure(figsize=(11, 7), layout='constrained')\n"
-        "axes = fig.subplots(2, 2)\n"
+        "fig, axes = plt.subplots(2, 2, figsize=(11, 7), layout='constrained')\n"
         "for row, metric, label in [(0, 'time_to_train_days', 'mean time to train (days)'),\n"
         "                           (1, 'lost_work_hours', 'mean lost work (hours)')]:\n"
         "    for col, model in enumerate(MODELS):\n"
@@ -76,7 +76,7 @@ cells = [
         "        if row == 0:\n"
         "            ax.set_xlim(low * 0.98, part[metric].max() * 1.01)\n"
         "        ax.grid(alpha=0.3, axis='x')\n"
-        "fig"
+        "plt.show()"
     ),
     nbf.v4.new_markdown_cell(
         "A single NFS server makes every checkpoint minutes long, so Daly spaces them out and "
@@ -91,6 +91,4 @@ cells = [
         "    assert by[model, 'Lustre 32 + async'] < by[model, 'Lustre 32 OSTs'], model"
     ),
 ]
-nb = nbf.v4.new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-Path(__file__).with_name("storage.ipynb").write_text(nbf.writes(nb))
+write(cells, "storage.ipynb")
