@@ -329,14 +329,16 @@ def optimize(
     "degrade",
     multiple=True,
     metavar="LINK=FACTOR",
-    help="Scale a link's capacity, e.g. --degrade leaf0-spine0=0.5 (0 = failed; repeatable).",
+    help="Scale a link's capacity by a factor in (0, 1], e.g. --degrade leaf0-spine0=0.5 "
+    "(repeatable; fail a cable with --fail-switch).",
 )
 @click.option(
     "--fail-switch",
     "fail_switch",
     multiple=True,
     metavar="NAME",
-    help="Take a spine or core switch out of routing, e.g. --fail-switch spine3 (repeatable).",
+    help="Take a spine or core switch, or an inter-switch cable or bundle, out of routing, "
+    "e.g. --fail-switch spine3, --fail-switch leaf0-spine0.0 (repeatable).",
 )
 @json_option
 def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:

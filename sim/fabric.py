@@ -10,12 +10,15 @@ times; a tree runs its reduce phase then its broadcast phase.
 
 Routing is static destination-mod-k over the surviving spines and cores, as an
 InfiniBand subnet manager does; rank placement (contiguous or scattered across
-leaves) is an input, and so are degraded links and failed spine/core switches.
+leaves) is an input, and so are degraded links (a capacity factor in (0, 1]) and
+failed parts: spine/core switches and inter-switch cables, which routing avoids.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +27,14 @@ import simpy
 from sim import network
 from sim.network import FatTree, Group, Layout
 from sim.scenario import Scenario
+
+
+class FabricPartitioned(ValueError):
+    """The failed parts leave some flow of the collective without any path.
+
+    A `ValueError`: the what-if (or the set of failed parts) is an input for which
+    the collective cannot run at all, not a fault of the model.
+    """
 
 
 @dataclass
@@ -49,9 +60,6 @@ class Fabric:
     def id(self, name: str, direction: str) -> int:
         return self._index[(name, direction)]
 
-    def has(self, name: str) -> bool:
-        return (name, "up") in self._index
-
 
 def build_fabric(
     scenario: Scenario,
@@ -62,8 +70,12 @@ def build_fabric(
     """The scenario's fabric, one link per cable and direction.
 
     `degrade` maps a cable ("leaf3-spine5.0", "node2.rail1") or a whole bundle
-    ("leaf3-spine5": every parallel cable) to a capacity factor (0 = failed);
-    `failed_switches` (e.g. {"spine3"}) are removed from routing.
+    ("leaf3-spine5": every parallel cable) to a capacity factor in (0, 1].
+    `failed_switches` names the failed parts routing goes around: spine and core
+    switches ("spine3", "core1") and inter-switch cables, one ("leaf3-spine5.0") or
+    a whole bundle ("leaf3-spine5"). A leaf or a NIC cable cannot fail here (its
+    nodes leave the job instead). A factor outside (0, 1], an unknown name or a
+    part that cannot fail raises ValueError naming it.
     """
     net, cluster = scenario.network, scenario.cluster
     rails = net.nics_per_node
@@ -75,9 +87,11 @@ def build_fabric(
     else:
         position = np.arange(cluster.nodes)
     fabric = Fabric(tree, rails, cluster.nodes, position)
-    wanted = dict(degrade or {})
-    used: set[str] = set()
+    wanted = _checked_factors(degrade)
     failed = set(failed_switches or ())
+    used: set[str] = set()  # degrade keys that named a cable or a bundle
+    cut: set[str] = set()  # failed parts that named an inter-switch cable or bundle
+    bundles: list[str] = []  # inter-switch bundles, in order (for messages)
     line = network.nic_GB_s(net)
     nvlink = network.nvlink_GB_s(cluster.gpu_spec, net)
     half = tree.radix // 2
@@ -88,6 +102,11 @@ def build_fabric(
             if key is not None and key in wanted:
                 f *= wanted[key]
                 used.add(key)
+            if bundle is not None and key is not None and key in failed:
+                f = 0.0  # an inter-switch cable that failed: routing skips it
+                cut.add(key)
+        if bundle is not None and (not bundles or bundles[-1] != bundle):
+            bundles.append(bundle)
         fabric.link(name, "up", line * f)
         fabric.link(name, "down", line * f)
 
@@ -117,20 +136,100 @@ def build_fabric(
                     core = j * cores_per_plane + port % cores_per_plane
                     bundle = f"spine{spine}-core{core}"
                     cable(f"{bundle}.{port // cores_per_plane}", bundle)
+    spines = tree.spines if tree.tiers == 2 else routing["pods"] * half
     unknown = set(wanted) - used
     if unknown:
-        raise ValueError(
-            f"unknown link(s) {sorted(unknown)}; names look like node0.rail0, leaf0-spine0[.0], spine0-core0[.0]"
-        )
-    spines = tree.spines if tree.tiers == 2 else routing["pods"] * half
+        raise ValueError(f"unknown link(s) {_quoted(unknown)}; {_link_names(fabric, bundles)}")
     switches = {f"spine{s}" for s in range(spines)} | {f"core{c}" for c in range(tree.cores)}
-    bad = failed - switches
-    if bad:
+    bad = failed - switches - cut
+    leaves = {n for n in bad if re.fullmatch(r"leaf\d+", n) and int(n[4:]) < tree.leaves}
+    nics = {n for n in bad if (n, "up") in fabric._index}
+    if leaves or nics:
         raise ValueError(
-            f"unknown or unsupported switch(es) {sorted(bad)}; spines and cores can fail "
-            "(a leaf failure takes its nodes out of the job instead)"
+            f"{_quoted(leaves | nics)} cannot fail in the fabric model: losing a leaf switch "
+            "or a NIC cable takes its nodes out of the job rather than rerouting; degrade "
+            "a NIC cable with a factor in (0, 1] instead"
+        )
+    if bad:
+        cores = f" and cores core0 … core{tree.cores - 1}" if tree.cores else ""
+        raise ValueError(
+            f"unknown switch or cable {_quoted(bad)}; what can fail: spines spine0 … "
+            f"spine{spines - 1}{cores}, or an inter-switch cable, one "
+            f"({bundles[0]}.0) or a whole bundle ({bundles[0]})"
         )
     return fabric, routing
+
+
+def _checked_factors(degrade: dict[str, float] | None) -> dict[str, float]:
+    """The capacity factors, each a finite number in (0, 1]; anything else is refused
+    (NaN, ±inf, zero, negative, above 1, not a number)."""
+    factors = dict(degrade or {})
+    bad = [
+        f"{name}={value!r}"
+        for name, value in factors.items()
+        if isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not (math.isfinite(value) and 0.0 < value <= 1.0)
+    ]
+    if bad:
+        raise ValueError(
+            f"degrade factor {', '.join(sorted(bad))} is not in (0, 1]: a factor scales a "
+            "link's capacity (0.5 halves it); a failed cable or switch is given with "
+            "--fail-switch instead (e.g. --fail-switch leaf0-spine0.0 for one cable, "
+            "leaf0-spine0 for all its parallel cables, spine3 for a switch)"
+        )
+    return factors
+
+
+def _link_names(fabric: Fabric, bundles: list[str]) -> str:
+    """What link names look like on this fabric, first … last of each kind."""
+    last = f"node{fabric.nodes - 1}.rail{fabric.rails - 1}"
+    kinds = [f"NIC cables node0.rail0 … {last}"]
+    for kind, up in (("leaf", "spine"), ("spine", "core")):
+        mine = [b for b in bundles if b.startswith(kind)]
+        if mine:
+            kinds.append(f"{kind}-{up} bundles {mine[0]} … {mine[-1]}")
+    example = f", or one cable of a bundle, e.g. {bundles[0]}.0" if bundles else ""
+    return "links here are " + ", ".join(kinds) + example
+
+
+def _quoted(names) -> str:
+    return ", ".join(repr(n) for n in sorted(names, key=_natural))
+
+
+def _natural(name: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def _compact(names) -> str:
+    """Names with runs of consecutive numbers folded: spine0..spine15, core2, leaf0-spine3.1."""
+    runs: dict[str, list[int]] = {}
+    parts: list[str] = []
+    for name in names:
+        m = re.fullmatch(r"([a-z]+)(\d+)", name)
+        if m:
+            runs.setdefault(m[1], []).append(int(m[2]))
+        else:
+            parts.append(name)
+    parts.sort(key=_natural)
+    folded: list[str] = []
+    for prefix in sorted(runs):
+        numbers_ = sorted(set(runs[prefix]))
+        start = prev = numbers_[0]
+        for x in [*numbers_[1:], None]:
+            if x is not None and x == prev + 1:
+                prev = x
+                continue
+            if prev - start >= 2:
+                folded.append(f"{prefix}{start}..{prefix}{prev}")
+            else:
+                folded += [f"{prefix}{i}" for i in range(start, prev + 1)]
+            if x is not None:
+                start = prev = x
+    parts = folded + parts
+    if len(parts) > 8:
+        parts = [*parts[:8], f"… {len(parts) - 8} more"]
+    return ", ".join(parts) or "nothing"
 
 
 def _leaf(fabric: Fabric, node: int, rail: int) -> int:
@@ -145,8 +244,8 @@ def route(fabric: Fabric, routing: dict, src: tuple[int, int], dst: tuple[int, i
     index j in its leaf picks the leaf uplink (spine j mod S, parallel cable
     j div S) on both sides, and the destination leaf's index in its pod picks the
     spine's uplink to a core, so every destination has its own way down and a
-    permutation (a ring) is non-blocking on a healthy tree. Dead cables and
-    failed switches are skipped by trying the next port.
+    permutation (a ring) is non-blocking on a healthy tree. Failed cables and
+    switches are skipped by trying the next port; FabricPartitioned if none is left.
     """
     (sn, sr), (dn, dr) = src, dst
     tree, cap, failed = fabric.tree, fabric.capacity_GB_s, routing["failed"]
@@ -177,7 +276,10 @@ def route(fabric: Fabric, routing: dict, src: tuple[int, int], dst: tuple[int, i
                 path += [up, *core_hop, down]
                 break
         else:
-            raise RuntimeError(f"leaf{ls} cannot reach leaf{ld}: no surviving spine/core path")
+            raise FabricPartitioned(
+                f"the what-if partitions the fabric: leaf{ls} cannot reach leaf{ld} "
+                f"(failed: {_compact(failed)})"
+            )
     path.append(fabric.id(f"node{dn}.rail{dr}", "down"))
     return path
 
@@ -303,42 +405,90 @@ def tree_phases(
 
 def max_min_rates(paths: list[list[int]], active: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Max-min fair rates (GB/s) of the active flows by progressive filling."""
+    return _progressive_filling(paths, active, capacity)[0]
+
+
+def _progressive_filling(
+    paths: list[list[int]], active: np.ndarray, capacity: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Max-min fair rates of the active flows, and per link the fair share at which it
+    filled up: the rate of each flow it limits (inf for a link that never fills).
+
+    Each round raises the open flows to the lowest remaining share of any link they
+    cross and freezes every open flow of the links at that share. The link with the
+    lowest share has an open flow, so each round freezes at least one flow and there
+    are at most as many rounds as active flows; the cap turns a broken invariant into
+    an error instead of a hang. Capacities must be finite and ≥ 0 (a NaN share would
+    never be the minimum, and no round would freeze anything).
+    """
+    capacity = np.asarray(capacity, dtype=float)
+    bad = ~np.isfinite(capacity) | (capacity < 0)
+    if bad.any():
+        raise ValueError(
+            f"link capacities must be finite and ≥ 0 GB/s; {int(bad.sum())} are not "
+            f"(e.g. link {int(np.flatnonzero(bad)[0])}: {capacity[bad][0]})"
+        )
+    active = np.asarray(active, dtype=bool)
     flow_of = np.repeat(np.arange(len(paths)), [len(p) for p in paths])
     link_of = (
         np.concatenate([np.asarray(p, dtype=np.int64) for p in paths])
         if paths
-        else np.zeros(0, int)
+        else np.zeros(0, np.int64)
     )
     rates = np.zeros(len(paths))
-    remaining = capacity.astype(float).copy()
+    filled = np.full(capacity.size, np.inf)
+    remaining = capacity.copy()
     open_entry = active[flow_of].copy()
-    while open_entry.any():
+    rounds = int(active.sum()) + 1
+    for _ in range(rounds):
+        if not open_entry.any():
+            return rates, filled
         counts = np.bincount(link_of[open_entry], minlength=capacity.size)
         used = counts > 0
         share = np.full(capacity.size, np.inf)
         share[used] = np.maximum(remaining[used], 0.0) / counts[used]
         level = share.min()
-        bottleneck = used & (share <= level * (1 + 1e-12) + 1e-300)
+        bottleneck = used & (share <= level * (1 + 1e-12))
         hit = np.unique(flow_of[open_entry & bottleneck[link_of]])
+        if hit.size == 0:
+            raise RuntimeError(f"max-min fair sharing froze no flow at share {level} (a bug)")
         rates[hit] = level
+        filled[bottleneck] = level
         frozen_entry = open_entry & np.isin(flow_of, hit)
         remaining -= np.bincount(link_of[frozen_entry], minlength=capacity.size) * level
         open_entry &= ~frozen_entry
-    return rates
+    raise RuntimeError(f"max-min fair sharing did not finish in {rounds} rounds (a bug)")
 
 
 @dataclass(frozen=True)
 class LinkLoad:
+    """One direction of a link when a phase's flows have just started, under max-min sharing.
+
+    flows: how many flows of the phase cross it.
+    share_GB_s: its max-min fair share, the largest rate any of its flows gets; on a
+        bottleneck link (limited_flows > 0) that is exactly the rate of every flow it
+        limits, while its other flows are held lower by another link.
+    utilisation: the sum of its flows' rates over its capacity (1 on a bottleneck).
+    limited_flows: how many of its flows get their rate from this link (0: room to spare).
+    """
+
     name: str
     direction: str
     capacity_GB_s: float
     flows: int
-    share_GB_s: float  # the fair share each of its flows gets
+    share_GB_s: float
     utilisation: float
+    limited_flows: int
 
 
 @dataclass(frozen=True)
 class FabricResult:
+    """One collective on the fabric.
+
+    bottlenecks: the links that set some flow's rate in the first phase (all its flows
+    started), lowest per-flow rate first, then most flows; at most `top` of them.
+    """
+
     kind: str
     algorithm: str
     size_bytes: float
@@ -356,23 +506,26 @@ def _run_phase(
     env: simpy.Environment, phase: Phase, capacity: np.ndarray, out: dict
 ) -> simpy.events.Event:
     def process():
-        remaining = np.asarray(phase.bytes_per_flow, dtype=float) / 1e9  # GB
+        size = np.asarray(phase.bytes_per_flow, dtype=float) / 1e9  # GB
+        remaining = size.copy()
         active = remaining > 0
         start = env.now
         first = True
-        while active.any():
-            rates = max_min_rates(phase.paths, active, capacity)
+        while active.any():  # each event ends at least one flow
+            rates, filled = _progressive_filling(phase.paths, active, capacity)
             if first:
-                out["rates"], first = rates.copy(), False
+                out["rates"], out["filled"], first = rates.copy(), filled, False
             if np.any(rates[active] <= 0):
                 raise RuntimeError(
                     f"{phase.name}: a flow has no bandwidth (a failed link on its only path)"
                 )
-            times = np.where(active, remaining / np.where(rates > 0, rates, 1.0), np.inf)
+            times = np.where(active, remaining / np.where(active, rates, 1.0), np.inf)
             dt = times.min()
             yield env.timeout(dt)
+            done = times <= dt
             remaining = np.where(active, remaining - rates * dt, remaining)
-            active &= remaining > 1e-12 * np.asarray(phase.bytes_per_flow) / 1e9
+            remaining[done] = 0.0
+            active &= ~done & (remaining > 1e-12 * size)
         out["seconds"] = env.now - start
 
     return env.process(process())
@@ -471,32 +624,44 @@ def simulate_collective(
         laid.group.ranks,
         seconds,
         phase_seconds,
-        _bottlenecks(fabric, phases[0], results[0]["rates"], capacity, top),
+        _bottlenecks(fabric, phases[0], results[0]["rates"], results[0]["filled"], capacity, top),
     )
 
 
 def _bottlenecks(
-    fabric: Fabric, phase: Phase, rates: np.ndarray, capacity: np.ndarray, top: int
+    fabric: Fabric,
+    phase: Phase,
+    rates: np.ndarray,
+    filled: np.ndarray,
+    capacity: np.ndarray,
+    top: int,
 ) -> list[LinkLoad]:
-    """The links whose fair share set the slowest flows of the phase, most crowded first."""
+    """The links that set some flow's rate, lowest per-flow rate first, then most flows.
+
+    `rates` and `filled` are the max-min solution when all the phase's flows run: a
+    link limits a flow when it filled up at that flow's rate.
+    """
     flow_of = np.repeat(np.arange(len(phase.paths)), [len(p) for p in phase.paths])
-    link_of = np.concatenate([np.asarray(p) for p in phase.paths])
+    link_of = np.concatenate([np.asarray(p, dtype=np.int64) for p in phase.paths])
+    rate = rates[flow_of]
     counts = np.bincount(link_of, minlength=capacity.size)
-    load = np.bincount(link_of, weights=rates[flow_of], minlength=capacity.size)
-    used = np.flatnonzero(counts)
-    util = np.where(
-        capacity[used] > 0, load[used] / np.where(capacity[used] > 0, capacity[used], 1), np.inf
-    )
-    share = capacity[used] / counts[used]
-    order = np.lexsort((-counts[used], share))  # lowest fair share first, then most flows
+    load = np.bincount(link_of, weights=rate, minlength=capacity.size)
+    share = np.zeros(capacity.size)
+    np.maximum.at(share, link_of, rate)
+    limits = np.isfinite(filled[link_of]) & (rate >= filled[link_of] * (1 - 1e-9))
+    limited = np.bincount(link_of[limits], minlength=capacity.size)
+    links = np.flatnonzero(limited)
+    util = load[links] / np.where(capacity[links] > 0, capacity[links], np.inf)
+    order = np.lexsort((links, -counts[links], share[links]))
     return [
         LinkLoad(
-            fabric.names[used[i]],
-            fabric.directions[used[i]],
-            float(capacity[used[i]]),
-            int(counts[used[i]]),
-            float(share[i]),
+            fabric.names[links[i]],
+            fabric.directions[links[i]],
+            float(capacity[links[i]]),
+            int(counts[links[i]]),
+            float(share[links[i]]),
             float(util[i]),
+            int(limited[links[i]]),
         )
         for i in order[:top]
     ]

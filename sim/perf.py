@@ -514,13 +514,11 @@ class Degradation:
         if not failed & self.used:
             return 0.0  # nothing the all-reduce uses is down: no flow moves
         if failed not in self._cache:
-            cables = {p: 0.0 for p in failed if "-" in p}
-            switches = {p for p in failed if "-" not in p}
             try:
                 seconds = fabric.simulate_collective(
-                    self.scenario, self.size, degrade=cables, failed_switches=switches
+                    self.scenario, self.size, failed_switches=set(failed)
                 ).seconds
-            except RuntimeError:
+            except fabric.FabricPartitioned:
                 seconds = math.inf  # partitioned: no path left for some flow until a repair
             self._cache[failed] = self.exposure * max(0.0, seconds - self.healthy_s)
         return self._cache[failed]
