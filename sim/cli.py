@@ -20,9 +20,7 @@ from rich.table import Table
 
 from sim import analysis, feasibility, perf
 from sim.api import RunOutcome, run_scenario
-from sim.scenario import ScenarioError, load_scenario
-
-MAX_SEED = 2**63 - 1  # the replica table stores seeds as int64
+from sim.scenario import MAX_SEED, ScenarioError, load_scenario
 
 SUMMARY_METRICS = [
     ("time_to_train_days", "time to train (days)"),

@@ -79,9 +79,7 @@ def build_fabric(
     """
     net, cluster = scenario.network, scenario.cluster
     rails = net.nics_per_node
-    tree = network.fat_tree(
-        cluster.nodes * rails, net.switch_radix, net.oversubscription, net.link_Gb_s, rails
-    )
+    tree = network.scenario_fat_tree(scenario)
     if net.placement == "scattered":
         position = np.random.default_rng(placement_seed).permutation(cluster.nodes)
     else:

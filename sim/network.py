@@ -307,3 +307,16 @@ def fat_tree(
         cables,
         link_Gb_s / 8.0,
     )
+
+
+def scenario_fat_tree(scenario: Scenario) -> FatTree:
+    """The fat tree the scenario's job runs on: one NIC port per rail of each node. The one
+    place the scenario's tree is sized (calculator, flow model and engine all ask here)."""
+    net = scenario.network
+    return fat_tree(
+        scenario.cluster.nodes * net.nics_per_node,
+        net.switch_radix,
+        net.oversubscription,
+        net.link_Gb_s,
+        net.nics_per_node,
+    )

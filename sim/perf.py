@@ -137,16 +137,26 @@ def checkpoint_GB(scenario: Scenario) -> float:
     return scenario.model.params * scenario.checkpoint.state_bytes_per_param / 1e9
 
 
+def tier_share_GB_s(tier_GB_s: float, background_load: float) -> float:
+    """What other tenants leave of a tier's bandwidth."""
+    return tier_GB_s * (1.0 - background_load)
+
+
+def storage_GB_s(tier_GB_s: float, nodes: int, client_GB_s_per_node: float) -> float:
+    """What `nodes` nodes get from a tier that offers `tier_GB_s`: the tier, or their own
+    client paths if thinner. The one place this formula lives (the engine's plan uses it)."""
+    return min(tier_GB_s, nodes * client_GB_s_per_node)
+
+
 def write_GB_s(storage: StorageConfig, nodes: int) -> float:
-    """Checkpoint write bandwidth: the tier (less other tenants' share), or the nodes' own
-    client paths if thinner. Sync writes pause training, so its data reads do not compete."""
-    tier = storage.checkpoint_tier.write_GB_s * (1.0 - storage.background_load)
-    return min(tier, nodes * storage.client_GB_s_per_node)
+    """Checkpoint write bandwidth. Sync writes pause training, so its data reads do not compete."""
+    tier = tier_share_GB_s(storage.checkpoint_tier.write_GB_s, storage.background_load)
+    return storage_GB_s(tier, nodes, storage.client_GB_s_per_node)
 
 
 def read_GB_s(storage: StorageConfig, nodes: int) -> float:
-    tier = storage.checkpoint_tier.read_GB_s * (1.0 - storage.background_load)
-    return min(tier, nodes * storage.client_GB_s_per_node)
+    tier = tier_share_GB_s(storage.checkpoint_tier.read_GB_s, storage.background_load)
+    return storage_GB_s(tier, nodes, storage.client_GB_s_per_node)
 
 
 def checkpoint_write_s(scenario: Scenario, nodes: int | None = None) -> float:
@@ -173,8 +183,8 @@ def backup_restore_s(scenario: Scenario) -> float:
     """Loading a checkpoint back from the backup tier (limited by the job's client paths too)."""
     backup = scenario.storage.backup
     assert backup is not None
-    bandwidth = min(
-        backup.read_GB_s, scenario.cluster.nodes * scenario.storage.client_GB_s_per_node
+    bandwidth = storage_GB_s(
+        backup.read_GB_s, scenario.cluster.nodes, scenario.storage.client_GB_s_per_node
     )
     return backup.latency_ms / 1e3 + checkpoint_GB(scenario) / bandwidth
 
@@ -195,25 +205,14 @@ def checkpoint_blocking_s(scenario: Scenario) -> float:
 # --------------------------------------------------------------------------- failures
 
 
-def fat_tree(scenario: Scenario) -> network.FatTree:
-    net = scenario.network
-    return network.fat_tree(
-        scenario.cluster.nodes * net.nics_per_node,
-        net.switch_radix,
-        net.oversubscription,
-        net.link_Gb_s,
-        net.nics_per_node,
-    )
-
-
 def components(failure: FailureClassConfig, scenario: Scenario) -> int:
     """How many independent components of this class the full job uses: its GPUs, its
     nodes, the job itself, the fabric's inter-switch cables, or its switches."""
     if failure.scope == "link":
-        tree = fat_tree(scenario)
+        tree = network.scenario_fat_tree(scenario)
         return tree.cables - tree.endpoints
     if failure.scope == "switch":
-        return fat_tree(scenario).switches
+        return network.scenario_fat_tree(scenario).switches
     return {"gpu": scenario.cluster.gpus, "node": scenario.cluster.nodes, "job": 1, "storage": 1}[
         failure.scope
     ]
@@ -277,6 +276,8 @@ def daly_expected_wall_s(
     """Daly's exact expected wall time with exponential failures and restart R:
     E[T] = M·e^{R/M}·(e^{(τ+δ)/M} − 1)·Ts/τ."""
     m = mtbf_s
+    if (restart_s + interval_s + checkpoint_s) / m > 700.0:  # e^700 ~ 1e304: never finishes
+        return math.inf
     return (
         m
         * math.exp(restart_s / m)
@@ -441,15 +442,8 @@ def fabric_report(
     degrade: dict[str, float] | None = None,
     failed_switches: set[str] | None = None,
 ) -> FabricReport:
-    net = scenario.network
     size = network.gradient_bytes_per_rank(scenario)
-    tree = network.fat_tree(
-        scenario.cluster.nodes * net.nics_per_node,
-        net.switch_radix,
-        net.oversubscription,
-        net.link_Gb_s,
-        net.nics_per_node,
-    )
+    tree = network.scenario_fat_tree(scenario)
     healthy = fabric.simulate_collective(scenario, size)
     what_if = (
         fabric.simulate_collective(scenario, size, degrade=degrade, failed_switches=failed_switches)

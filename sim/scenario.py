@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
+import reprlib
 import types
 import typing
 from dataclasses import dataclass
@@ -25,10 +27,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from sim.hardware import GPUS, TIERS, GpuSpec
 
-# Keys of DESIGN.md's schema that later issues simulate. Until they land the
+# Keys of the documented schema that later versions simulate. Until they land the
 # loader refuses them by name instead of ignoring them.
 NOT_SUPPORTED_YET: dict[str, str] = {
     "cluster.pool_nodes": "cold node pools",
@@ -39,9 +44,25 @@ NOT_SUPPORTED_YET: dict[str, str] = {
     "stragglers": "stragglers",
     "maintenance": "planned maintenance",
 }
-NOT_SUPPORTED_VALUES: dict[str, dict[Any, str]] = {}
 
 _NAME = r"^[a-z0-9_-]+$"
+
+# Limits on the input itself, so that no file or command line can exhaust memory or
+# the stack before validation has a chance to name the problem.
+MAX_FILE_BYTES = 1_000_000  # a scenario file; the shipped ones are ~2 kB
+MAX_DEPTH = 20  # nesting of mappings and lists, aliases expanded (the schema needs ~6)
+MAX_NODES = 100_000  # values in a document once its aliases are expanded
+MAX_POINTS = 10_000  # sweep points (the product of the sweep lists' lengths)
+MAX_ECHO = 80  # characters of a value quoted back in an error message
+MAX_PROBLEMS = 5  # validation problems listed in one message
+
+# Bounds on numbers no real scenario reaches. They keep every derived figure finite
+# (no overflow to inf, no OverflowError) and are named in pydantic's message.
+MAX_DAYS = 3652.5  # ten years: any duration (minutes, hours, days) a scenario gives
+MAX_HOURS = MAX_DAYS * 24
+MAX_MINUTES = MAX_HOURS * 60
+MIN_GB_S, MAX_GB_S = 1e-3, 1e7  # any bandwidth: 1 MB/s to 10 PB/s
+MAX_SEED = 2**63 - 1  # the replica table stores the seed as int64
 
 
 class ScenarioError(Exception):
@@ -49,8 +70,21 @@ class ScenarioError(Exception):
 
     def __init__(self, source: str, path: str, message: str):
         self.source, self.path, self.message = source, path, message
-        where = f"{source}: {path}: " if path else f"{source}: "
+        shown = path if len(path) <= 2 * MAX_ECHO else path[: 2 * MAX_ECHO - 3] + "..."
+        where = f"{source}: {shown}: " if path else f"{source}: "
         super().__init__(where + message)
+
+
+_echo_repr = reprlib.Repr()
+_echo_repr.maxlevel, _echo_repr.maxdict, _echo_repr.maxlist = 3, 4, 6
+_echo_repr.maxstring = _echo_repr.maxother = _echo_repr.maxlong = MAX_ECHO
+
+
+def echo(value: Any) -> str:
+    """A value as quoted back in an error message: repr, at most MAX_ECHO characters
+    (reprlib: a huge nested value is never expanded in full)."""
+    text = _echo_repr.repr(value)
+    return text if len(text) <= MAX_ECHO else text[: MAX_ECHO - 3] + "..."
 
 
 class KeyPathError(ValueError):
@@ -62,41 +96,48 @@ class KeyPathError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: .inf, .nan (and the strings "inf", "nan") are refused everywhere
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-Positive = Annotated[float, Field(gt=0)]
-NonNegative = Annotated[float, Field(ge=0)]
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+# Common bounds (the fields below state the rest where they are declared).
+Bandwidth = Annotated[float, Field(ge=MIN_GB_S, le=MAX_GB_S)]  # GB/s
+Minutes = Annotated[float, Field(ge=0, le=MAX_MINUTES)]
+PositiveMinutes = Annotated[float, Field(gt=0, le=MAX_MINUTES)]
+PositiveHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
+Efficiency = Annotated[float, Field(ge=0.01, le=1)]  # a share of a peak that a time divides by
+Count = Annotated[int, Field(gt=0, le=10**6, strict=True)]
+Steps = Annotated[int, Field(gt=0, le=10**17, strict=True)]  # as many as tokens can make
 
 
 class ModelConfig(_Section):
-    params: Positive
-    tokens: Positive
-    global_batch_tokens: PositiveInt
-    seq_len: PositiveInt | None = None
-    layers: PositiveInt | None = None
-    hidden: PositiveInt | None = None
-    flops_per_token: Positive | None = None
+    params: Annotated[float, Field(gt=0, le=1e15)]
+    tokens: Annotated[float, Field(gt=0, le=1e17)]
+    global_batch_tokens: Annotated[int, Field(gt=0, le=10**10, strict=True)]
+    seq_len: Annotated[int, Field(gt=0, le=10**8, strict=True)] | None = None
+    layers: Count | None = None
+    hidden: Annotated[int, Field(gt=0, le=10**7, strict=True)] | None = None
+    flops_per_token: Annotated[float, Field(gt=0, le=1e18)] | None = None
 
 
 class GpuConfig(_Section):
     """A GPU given inline instead of by catalogue name."""
 
-    name: str
-    peak_tflops: Positive
-    memory_GB: Positive = 80.0
-    hbm_TB_s: Positive = 3.35
-    nvlink_GB_s: Positive = 900.0
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    peak_tflops: Annotated[float, Field(ge=1e-3, le=1e6)]
+    memory_GB: Annotated[float, Field(gt=0, le=1e6)] = 80.0
+    hbm_TB_s: Annotated[float, Field(ge=MIN_GB_S / 1e3, le=MAX_GB_S / 1e3)] = 3.35
+    nvlink_GB_s: Bandwidth = 900.0
 
 
 class ClusterConfig(_Section):
     gpu: str | GpuConfig
-    nodes: PositiveInt
-    gpus_per_node: PositiveInt = 8
-    spare_nodes: Annotated[int, Field(ge=0, strict=True)] = 0
-    host_memory_GB: Positive = 2048.0  # DGX/HGX H100: 2 TB of host RAM per node
+    nodes: Count
+    gpus_per_node: Annotated[int, Field(gt=0, le=1024, strict=True)] = 8
+    spare_nodes: Annotated[int, Field(ge=0, le=10**6, strict=True)] = 0
+    # DGX/HGX H100: 2 TB of host RAM per node
+    host_memory_GB: Annotated[float, Field(gt=0, le=1e7)] = 2048.0
 
     @field_validator("gpu")
     @classmethod
@@ -120,17 +161,17 @@ class ClusterConfig(_Section):
 
 
 class ParallelismConfig(_Section):
-    tensor: PositiveInt = 1
-    pipeline: PositiveInt = 1
-    microbatches: PositiveInt | None = None
+    tensor: Count = 1
+    pipeline: Count = 1
+    microbatches: Count | None = None
 
 
 class PerformanceConfig(_Section):
     """Exactly one of `mfu` (step time follows directly) or `compute_efficiency`
     (matmul efficiency; MFU then follows from the bubble and exposed communication)."""
 
-    mfu: Fraction | None = None
-    compute_efficiency: Fraction | None = None
+    mfu: Efficiency | None = None
+    compute_efficiency: Efficiency | None = None
     overlap: Annotated[float, Field(ge=0, le=1)] = 0.8
 
     @model_validator(mode="after")
@@ -155,17 +196,18 @@ def max_fat_tree_endpoints(radix: int, oversubscription: float) -> int:
 class NetworkConfig(_Section):
     """The InfiniBand fabric between nodes (NVLink inside a node comes from the GPU)."""
 
-    link_Gb_s: Positive = 400.0
-    nics_per_node: PositiveInt = 8  # the scenario fills in cluster.gpus_per_node when not given
+    link_Gb_s: Annotated[float, Field(ge=8 * MIN_GB_S, le=8 * MAX_GB_S)] = 400.0
+    # the scenario fills in cluster.gpus_per_node when not given
+    nics_per_node: Annotated[int, Field(gt=0, le=1024, strict=True)] = 8
     topology: Literal["fat-tree"] = "fat-tree"
-    switch_radix: Annotated[int, Field(ge=4, strict=True)] = 64
-    oversubscription: Annotated[float, Field(ge=1)] = 1.0
+    switch_radix: Annotated[int, Field(ge=4, le=4096, strict=True)] = 64
+    oversubscription: Annotated[float, Field(ge=1, le=1000)] = 1.0
     collective: Literal["ring", "tree", "auto"] = "ring"
-    latency_us: NonNegative = 5.0
-    # nccl-tests: ~46-48 GB/s per 400 Gb/s NDR NIC -> 47/50 (REFERENCES.md)
-    efficiency: Fraction = 0.94
+    latency_us: Annotated[float, Field(ge=0, le=1e6)] = 5.0
+    # nccl-tests: ~46-48 GB/s per 400 Gb/s NDR NIC -> 47/50 (docs/references.md)
+    efficiency: Efficiency = 0.94
     # nccl-tests: ~370 GB/s intra-node busbw of 450 GB/s per direction on H100 NVLink
-    nvlink_efficiency: Fraction = 0.82
+    nvlink_efficiency: Efficiency = 0.82
     placement: Literal["contiguous", "scattered"] = "contiguous"
 
     @field_validator("switch_radix")
@@ -183,12 +225,12 @@ class TierConfig(_Section):
     A Lustre tier may give its write bandwidth as `osts` × `ost_GB_s` instead."""
 
     kind: Literal["lustre", "gpfs", "weka", "nfs", "object"] = "lustre"
-    write_GB_s: Positive
-    read_GB_s: Positive
-    capacity_TB: Positive
-    latency_ms: NonNegative
-    osts: PositiveInt | None = None
-    ost_GB_s: Positive | None = None
+    write_GB_s: Bandwidth
+    read_GB_s: Bandwidth
+    capacity_TB: Annotated[float, Field(gt=0, le=1e9)]
+    latency_ms: Annotated[float, Field(ge=0, le=1e6)]
+    osts: Count | None = None
+    ost_GB_s: Bandwidth | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -209,8 +251,8 @@ class TierConfig(_Section):
             if (
                 isinstance(osts, int)
                 and isinstance(per_ost, int | float)
-                and osts > 0
-                and per_ost > 0
+                and 0 < osts <= 10**6
+                and MIN_GB_S <= per_ost <= MAX_GB_S  # else the field check names the key
             ):
                 data["write_GB_s"] = osts * per_ost
                 data.setdefault("read_GB_s", osts * per_ost * preset.read_GB_s / preset.write_GB_s)
@@ -224,16 +266,16 @@ class BackupConfig(TierConfig):
     """A second tier that every `every`-th durable checkpoint is copied to in the background."""
 
     kind: Literal["lustre", "gpfs", "weka", "nfs", "object"] = "object"
-    every: PositiveInt = 1
+    every: Count = 1
 
 
 class StorageConfig(_Section):
     checkpoint_tier: TierConfig
-    client_GB_s_per_node: Positive = 25.0
+    client_GB_s_per_node: Bandwidth = 25.0
     data_tier: Literal["separate", "shared"] = (
         "separate"  # shared: data reads compete with checkpoints
     )
-    data_bytes_per_token: NonNegative = 4.0  # what training reads per token
+    data_bytes_per_token: Annotated[float, Field(ge=0, le=1e9)] = 4.0  # read per token
     background_load: Annotated[float, Field(ge=0, lt=1)] = (
         0.0  # share of the tier other tenants use
     )
@@ -241,14 +283,14 @@ class StorageConfig(_Section):
 
 
 class CheckpointConfig(_Section):
-    interval_steps: PositiveInt | None = None
-    interval_minutes: Positive | None = None
+    interval_steps: Steps | None = None
+    interval_minutes: PositiveMinutes | None = None
     interval: Literal["young", "daly"] | None = None
     mode: Literal["sync", "async"] = "sync"
-    state_bytes_per_param: Positive = 14.0
-    keep_last: PositiveInt = 5
-    snapshot_GB_s_per_node: Positive = 50.0  # async: device-to-host copy, the part that blocks
-    memory_every_steps: PositiveInt | None = None  # in-memory level in peer hosts' RAM
+    state_bytes_per_param: Annotated[float, Field(gt=0, le=1000)] = 14.0
+    keep_last: Count = 5
+    snapshot_GB_s_per_node: Bandwidth = 50.0  # async: device-to-host copy, the part that blocks
+    memory_every_steps: Steps | None = None  # in-memory level in peer hosts' RAM
 
     @model_validator(mode="after")
     def _one_interval(self) -> CheckpointConfig:
@@ -267,16 +309,17 @@ class CheckpointConfig(_Section):
 
 
 class FailureClassConfig(_Section):
-    name: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")]
+    name: Annotated[str, Field(pattern=r"^[a-z0-9_]+$", max_length=64)]
     scope: Literal["gpu", "node", "job", "link", "switch", "storage"]
-    mtbf_hours: Positive | None = None
-    rate_per_1k_gpu_day: Positive | None = None
+    # 1e-3 h is 3.6 s; 1e15 h (a hundred billion years) is how tests say "never"
+    mtbf_hours: Annotated[float, Field(ge=1e-3, le=1e15)] | None = None
+    rate_per_1k_gpu_day: Annotated[float, Field(ge=1e-9, le=1e6)] | None = None
     distribution: Literal["exponential", "weibull", "lognormal"] = "exponential"
-    weibull_shape: Positive | None = None
-    lognormal_sigma: Positive | None = None
-    detect_minutes: NonNegative = 3.0
+    weibull_shape: Annotated[float, Field(ge=0.05, le=100)] | None = None
+    lognormal_sigma: Annotated[float, Field(gt=0, le=5)] | None = None
+    detect_minutes: Minutes = 3.0
     replace: bool | None = None
-    repair_hours: Positive = 48.0
+    repair_hours: PositiveHours = 48.0
     loses_data: bool = False  # storage: the outage destroys the checkpoints on the tier
 
     @model_validator(mode="after")
@@ -293,9 +336,11 @@ class FailureClassConfig(_Section):
             raise ValueError("distribution lognormal needs lognormal_sigma")
         if self.distribution != "lognormal" and self.lognormal_sigma is not None:
             raise ValueError("lognormal_sigma is only meaningful with distribution: lognormal")
-        if self.scope == "job" and self.replace:
-            raise ValueError(
-                "replace: true needs scope gpu or node (a job failure has no node to swap)"
+        if self.replace and self.scope in ("job", "link", "storage"):
+            raise KeyPathError(
+                "replace",
+                f"replace: true needs scope gpu, node or switch (a {self.scope} failure "
+                "has no node to swap)",
             )
         return self
 
@@ -309,26 +354,26 @@ class FailureClassConfig(_Section):
 
 class RecoveryConfig(_Section):
     policy: Literal["restart", "elastic"] = "restart"
-    restart_minutes: NonNegative = 10.0
+    restart_minutes: Minutes = 10.0
     elastic_min_fraction: Fraction = 0.75
-    rescale_minutes: NonNegative = 5.0
+    rescale_minutes: Minutes = 5.0
 
 
 class CostConfig(_Section):
-    gpu_hour_usd: NonNegative = 2.5
+    gpu_hour_usd: Annotated[float, Field(ge=0, le=1e6)] = 2.5
 
 
 class SimulationConfig(_Section):
-    replicas: PositiveInt = 1000
-    seed: Annotated[int, Field(ge=0, strict=True)] = 0
-    horizon_days: Positive = 730.0
+    replicas: Count = 1000
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)] = 0
+    horizon_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 730.0
 
 
 class Scenario(_Section):
     """A validated scenario for one sweep point (no `sweep` key inside)."""
 
-    name: Annotated[str, Field(pattern=_NAME)]
-    description: str = ""
+    name: Annotated[str, Field(pattern=_NAME, max_length=64)]  # names a directory
+    description: Annotated[str, Field(max_length=1000)] = ""
     model: ModelConfig
     cluster: ClusterConfig
     parallelism: ParallelismConfig = ParallelismConfig()
@@ -472,24 +517,185 @@ class ScenarioSet:
 # --------------------------------------------------------------------------- loading
 
 
+class _InputLimit(yaml.YAMLError):
+    """The YAML is well-formed but refused: too deep, too large, a duplicate key."""
+
+    def __init__(self, message: str, mark: Any = None, path: str = ""):
+        super().__init__(message)
+        self.message, self.mark, self.path = message, mark, path
+
+
+if getattr(yaml, "__with_libyaml__", False):
+    from yaml.cyaml import CParser
+
+    class _SafeBase(Composer, CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+        """`yaml.SafeLoader` with libyaml's scanner and parser (a 1 MB file in seconds, not
+        tens of seconds) and PyYAML's composer, which `_Loader` extends."""
+
+        def __init__(self, stream: str):
+            CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            Composer.__init__(self)
+
+else:  # PyYAML built without libyaml
+    _SafeBase = yaml.SafeLoader  # type: ignore[misc,assignment]
+
+
+class _Loader(_SafeBase):
+    """A safe loader with limits checked while composing, before anything is built:
+    nesting depth (no RecursionError), values once aliases are expanded (no billion
+    laughs), no recursive aliases, and no key given twice in one mapping."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+        self._values = 0  # values composed so far, aliases expanded: stops a bomb early
+        self._path: list[str] = []
+        self._measured: dict[int, tuple[int, int]] = {}  # id(node): (values, height)
+        self._keep: list[yaml.Node] = []  # keeps ids in _measured unique
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            node = super().compose_node(parent, index)
+            if id(node) not in self._measured:
+                raise _InputLimit(
+                    "an alias refers to a mapping or list that contains it (a recursive structure)",
+                    mark,
+                )
+            self._count(self._measured[id(node)][0], mark)
+            return node
+        self._count(1, self.peek_event().start_mark)
+        if self._depth >= MAX_DEPTH:
+            raise _InputLimit(
+                f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
+            )
+        label = (
+            str(index.value)
+            if isinstance(index, yaml.ScalarNode)
+            else str(index)
+            if isinstance(index, int)
+            else None
+        )
+        self._depth += 1
+        if label is not None:
+            self._path.append(label)
+        try:
+            node = super().compose_node(parent, index)
+            if isinstance(node, yaml.MappingNode):
+                self._check_duplicates(node)
+        finally:
+            self._depth -= 1
+            if label is not None:
+                self._path.pop()
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        sizes = [self._measured[id(child)] for child in children]
+        values = 1 + sum(n for n, _ in sizes)
+        height = 1 + max((h for _, h in sizes), default=0)
+        if height > MAX_DEPTH:
+            raise _InputLimit(
+                f"nested deeper than {MAX_DEPTH} levels once aliases are expanded",
+                node.start_mark,
+            )
+        self._measured[id(node)] = (values, height)
+        self._keep.append(node)
+        return node
+
+    def _count(self, values: int, mark: Any) -> None:
+        self._values += values
+        if self._values > MAX_NODES:
+            raise _InputLimit(f"expands to more than {MAX_NODES:,} values (aliases included)", mark)
+
+    def _check_duplicates(self, node: yaml.MappingNode) -> None:
+        seen: dict[tuple[str, str], yaml.Node] = {}
+        for key, _ in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            first = seen.setdefault((key.tag, key.value), key)
+            if first is not key:
+                raise _InputLimit(
+                    f"duplicate key {echo(key.value)} (first given at line "
+                    f"{first.start_mark.line + 1}); give each key once",
+                    key.start_mark,
+                    ".".join([*self._path, str(key.value)]),
+                )
+
+
+def parse_yaml(text: str) -> Any:
+    """`yaml.safe_load` with the limits of `_Loader`; raises `yaml.YAMLError`."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
+    """(key path, one-line description) of a YAML error, value echoes shortened."""
+    if isinstance(exc, _InputLimit):
+        where = f"line {exc.mark.line + 1}, column {exc.mark.column + 1}: " if exc.mark else ""
+        return exc.path, where + exc.message
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if len(problem) > 2 * MAX_ECHO:
+        problem = problem[: 2 * MAX_ECHO - 3] + "..."
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return "", f"not valid YAML{where}: {problem}"
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     source = str(path)
     try:
-        text = Path(path).read_text()
+        with open(path, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)  # never more: /dev/zero, a huge log
     except OSError as exc:
         raise ScenarioError(source, "", f"cannot read the scenario file ({exc.strerror})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ScenarioError(
+            source,
+            "",
+            f"larger than {MAX_FILE_BYTES:,} bytes; a scenario file is a few kilobytes of YAML",
+        )
+    text = _decode(source, data)
     try:
-        document = yaml.safe_load(text)
+        document = parse_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ScenarioError(source, "", f"not valid YAML{where}: {problem}") from None
+        key, problem = _yaml_problem(exc)
+        raise ScenarioError(source, key, problem) from None
     if not isinstance(document, dict):
         raise ScenarioError(
             source, "", "expected a YAML mapping of sections (name, model, cluster, ...)"
         )
     return document
+
+
+def _decode(source: str, data: bytes) -> str:
+    """UTF-8 (a UTF-8 byte-order mark is fine); anything else is refused with its position."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ScenarioError(
+            source, "", "the file is UTF-16 (it starts with a byte-order mark); save it as UTF-8"
+        )
+    if b"\x00" in data:
+        raise ScenarioError(
+            source,
+            "",
+            "the file contains NUL bytes (a binary file, or UTF-16?); expected UTF-8 YAML text",
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ScenarioError(
+            source,
+            "",
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {column} "
+            "(latin-1 or another encoding?); save the file as UTF-8",
+        ) from None
 
 
 def load_scenario(
@@ -509,28 +715,65 @@ def load_document(
 ) -> ScenarioSet:
     raw = copy.deepcopy(document)
     for item in overrides or []:
-        key, value = _split_assignment(source, item, "--set")
+        key, text = _split_assignment(source, item, "--set")
+        value = _parse_value(source, key, text, "--set")
         _check_path(source, key, raw, origin="--set")
         _assign(raw, key, value)
-    sweep = dict(raw.get("sweep") or {})
-    if "sweep" in raw and not isinstance(raw["sweep"], dict):
-        raise ScenarioError(source, "sweep", "expected a mapping of dotted keys to lists of values")
-    for item in params or []:
-        key, value = _split_assignment(source, item, "--param")
-        values = (
-            [yaml.safe_load(v) for v in str(value).split(",")]
-            if isinstance(value, str)
-            else [value]
+    if raw.get("sweep") is not None and not isinstance(raw["sweep"], dict):
+        raise ScenarioError(
+            source,
+            "sweep",
+            f"expected a mapping of dotted keys to lists of values, got {echo(raw['sweep'])}",
         )
-        sweep[key] = values
+    sweep = dict(raw.get("sweep") or {})
+    for key in sweep:
+        if not isinstance(key, str):
+            raise ScenarioError(
+                source,
+                "sweep",
+                f"expected dotted keys such as checkpoint.interval_steps, got {echo(key)}",
+            )
+    given: set[str] = set()
+    for item in params or []:
+        key, text = _split_assignment(source, item, "--param")
+        if key in given:
+            raise ScenarioError(
+                source,
+                key,
+                "--param is given twice for this key; give all its values in one "
+                "--param KEY=V1,V2,...",
+            )
+        given.add(key)
+        values = []
+        for piece in text.split(","):
+            if not piece.strip():
+                raise ScenarioError(
+                    source,
+                    key,
+                    f"--param value {echo(text)} has an empty item; expected KEY=V1,V2,... "
+                    "(write null for an explicit null)",
+                )
+            values.append(_parse_value(source, key, piece, "--param", whole=text))
+        sweep[key] = values  # replaces the file's list for this key, if it sweeps it
     if sweep:
         raw["sweep"] = sweep
     base = {k: v for k, v in raw.items() if k != "sweep"}
     _reject_not_supported(source, base)
     for key, values in sweep.items():
         if not isinstance(values, list) or not values:
-            raise ScenarioError(source, f"sweep.{key}", "expected a non-empty list of values")
+            raise ScenarioError(
+                source, f"sweep.{key}", f"expected a non-empty list of values, got {echo(values)}"
+            )
         _check_path(source, key, base, origin="sweep")
+    count = math.prod(len(values) for values in sweep.values())
+    if count > MAX_POINTS:
+        sizes = " x ".join(str(len(values)) for values in sweep.values())
+        raise ScenarioError(
+            source,
+            "sweep",
+            f"{count:,} sweep points ({sizes}) exceed the limit of {MAX_POINTS:,}; "
+            "sweep fewer values or fewer keys at once",
+        )
 
     points = []
     keys = list(sweep)
@@ -549,11 +792,14 @@ def _validate(source: str, doc: dict[str, Any], point_params: dict[str, Any]) ->
     try:
         return Scenario.model_validate(doc)
     except ValidationError as exc:
-        problems = [_describe(error) for error in exc.errors()]
+        errors = exc.errors()
+        problems = [_describe(error) for error in errors[:MAX_PROBLEMS]]
         path = problems[0][0]
         text = "; ".join(f"{p}: {m}" if p and i else m for i, (p, m) in enumerate(problems))
+        if len(errors) > MAX_PROBLEMS:
+            text += f"; and {len(errors) - MAX_PROBLEMS} more problems"
         if point_params:
-            text += f" (at sweep point {point_params})"
+            text += f" (at sweep point {echo(point_params)})"
         raise ScenarioError(source, path, text) from None
 
 
@@ -567,7 +813,7 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
     if kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
         allowed = ", ".join(parent.model_fields) if parent else ""
-        return path, f"unknown key {loc[-1]!r}" + (
+        return path, f"unknown key {echo(loc[-1])}" + (
             f"; expected one of: {allowed}" if allowed else ""
         )
     if kind == "missing":
@@ -576,7 +822,7 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
     message = message.removeprefix("Value error, ")
     got = error.get("input")
     if kind not in ("value_error",) and not isinstance(got, dict | list):
-        message += f" (got {got!r})"
+        message += f" (got {echo(got)})"
     return path, message
 
 
@@ -615,21 +861,28 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 # --------------------------------------------------------------------------- overrides
 
 
-def _split_assignment(source: str, item: str, flag: str) -> tuple[str, Any]:
+def _split_assignment(source: str, item: str, flag: str) -> tuple[str, str]:
     if "=" not in item:
         raise ScenarioError(
-            source, item, f"{flag} expects KEY=VALUE, e.g. checkpoint.interval_steps=500"
+            source,
+            item.strip()[: 2 * MAX_ECHO],
+            f"{flag} expects KEY=VALUE, e.g. checkpoint.interval_steps=500",
         )
     key, _, text = item.partition("=")
-    key = key.strip()
-    if flag == "--param":
-        return key, text
+    return key.strip(), text
+
+
+def _parse_value(source: str, key: str, text: str, flag: str, whole: str | None = None) -> Any:
+    """A command-line value as YAML (same limits as a file; no tags beyond safe ones).
+    `whole`: the --param text this comma-separated item came from."""
     try:
-        return key, yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise ScenarioError(
-            source, key, f"{flag} value {text!r} is not a valid YAML scalar"
-        ) from None
+        return parse_yaml(text)
+    except yaml.YAMLError as exc:
+        _, problem = _yaml_problem(exc)
+        what = f"{flag} value {echo(text)}"
+        if whole is not None and whole != text:
+            what = f"{flag} item {echo(text)} (items are split at commas)"
+        raise ScenarioError(source, key, f"{what}: {problem}") from None
 
 
 def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None:
@@ -740,15 +993,6 @@ def _reject_not_supported(source: str, doc: dict[str, Any]) -> None:
     for key in NOT_SUPPORTED_YET:
         if _has_key(doc, key):
             raise ScenarioError(source, key, _not_yet_message(key))
-    for key, values in NOT_SUPPORTED_VALUES.items():
-        for path, value in _values_at(doc, key.split(".")):
-            if isinstance(value, str) and value in values:
-                raise ScenarioError(
-                    source,
-                    path,
-                    f"not supported yet: {value!r} belongs to {values[value]}, "
-                    "which this version does not simulate",
-                )
 
 
 def _has_key(doc: dict[str, Any], key: str) -> bool:
@@ -759,19 +1003,6 @@ def _has_key(doc: dict[str, Any], key: str) -> bool:
             return False
         node = node[part]
     return isinstance(node, dict) and last in node
-
-
-def _values_at(node: Any, parts: list[str], prefix: str = ""):
-    if not parts:
-        yield prefix.rstrip("."), node
-        return
-    head, rest = parts[0], parts[1:]
-    if head == "*":
-        if isinstance(node, list):
-            for i, item in enumerate(node):
-                yield from _values_at(item, rest, f"{prefix}{i}.")
-    elif isinstance(node, dict) and head in node:
-        yield from _values_at(node[head], rest, f"{prefix}{head}.")
 
 
 def dump_resolved(scenario_set: ScenarioSet) -> str:

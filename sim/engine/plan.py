@@ -71,8 +71,8 @@ class ReplicaPlan:
 
     def write_s(self, nodes: int) -> float:
         """Writing a whole checkpoint to the tier from `nodes` nodes (plus the tier's latency)."""
-        return self.tier_latency_s + self.checkpoint_GB / min(
-            self.tier_write_GB_s, nodes * self.client_GB_s_per_node
+        return self.tier_latency_s + self.checkpoint_GB / perf.storage_GB_s(
+            self.tier_write_GB_s, nodes, self.client_GB_s_per_node
         )
 
     def snapshot_s(self, nodes: int) -> float:
@@ -99,8 +99,8 @@ class ReplicaPlan:
         return self.tier_latency_s + self.checkpoint_GB / drain
 
     def load_s(self, nodes: int) -> float:
-        return self.tier_latency_s + self.checkpoint_GB / min(
-            self.tier_read_GB_s, nodes * self.client_GB_s_per_node
+        return self.tier_latency_s + self.checkpoint_GB / perf.storage_GB_s(
+            self.tier_read_GB_s, nodes, self.client_GB_s_per_node
         )
 
     def replicas_on(self, nodes: int) -> int:
@@ -176,8 +176,8 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         total_steps=perf.total_steps(scenario),
         interval_steps=perf.interval_steps(scenario),
         checkpoint_GB=perf.checkpoint_GB(scenario),
-        tier_write_GB_s=tier.write_GB_s * (1.0 - scenario.storage.background_load),
-        tier_read_GB_s=tier.read_GB_s * (1.0 - scenario.storage.background_load),
+        tier_write_GB_s=perf.tier_share_GB_s(tier.write_GB_s, scenario.storage.background_load),
+        tier_read_GB_s=perf.tier_share_GB_s(tier.read_GB_s, scenario.storage.background_load),
         client_GB_s_per_node=scenario.storage.client_GB_s_per_node,
         tier_latency_s=tier.latency_ms / 1e3,
         keep_last=scenario.checkpoint.keep_last,

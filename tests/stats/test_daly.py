@@ -1,4 +1,4 @@
-"""Monte Carlo against Daly's exact expectation (DESIGN.md, validation).
+"""Monte Carlo against Daly's exact expectation (docs/architecture.md, validation).
 
 One job-scope exponential failure class (MTBF 8 h), instant detection, no
 replacement, restart 10 min, sync checkpoints of 2 min; a 48 h run with 1-minute

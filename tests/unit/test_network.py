@@ -1,4 +1,4 @@
-"""Collective costs and fat-tree sizing against REFERENCES.md."""
+"""Collective costs and fat-tree sizing against docs/references.md."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ NDR = NetworkConfig(nics_per_node=8)
 def test_superpod_sizing(gpus, tiers, leaves, spines, cores):
     tree = network.fat_tree(gpus, 64, 1.0, 400, rails=8)
     assert (tree.tiers, tree.leaves, tree.spines, tree.cores) == (tiers, leaves, spines, cores)
-    assert tree.cables == (2 * gpus if tiers == 2 else 3 * gpus)  # REFERENCES: N + N, or 3N
+    assert tree.cables == (2 * gpus if tiers == 2 else 3 * gpus)  # fat-tree cabling: N + N, or 3N
 
 
 def test_oversubscription_thins_the_uplinks():
@@ -38,7 +38,7 @@ def test_oversubscription_thins_the_uplinks():
 
 def test_nccl_tests_bus_bandwidth_at_large_sizes():
     # all GPUs of 16 nodes, 8 NDR NICs each, 16 GB (nccl-tests' top size): measured busbw
-    # ~370-390 GB/s (REFERENCES.md)
+    # ~370-390 GB/s (docs/references.md)
     cost = network.collective("all_reduce", 16e9, network.Group(16, 8), NDR, H100, 8, "ring")
     assert 370 <= cost.busbw_GB_s <= 390
     # one node over NVLink: ~370 GB/s measured
@@ -82,7 +82,9 @@ def compute_mode(*overrides: str):
 
 def test_compute_efficiency_mode_gives_a_published_mfu():
     breakdown = perf.step_breakdown(compute_mode())
-    assert 0.40 <= breakdown.mfu <= 0.55  # Megatron/PaLM/Llama 3/MegaScale range (REFERENCES.md)
+    assert (
+        0.40 <= breakdown.mfu <= 0.55
+    )  # Megatron/PaLM/Llama 3/MegaScale range (docs/references.md)
     assert breakdown.step_s == pytest.approx(
         breakdown.compute_s
         + breakdown.tensor_parallel_s

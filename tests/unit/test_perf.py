@@ -36,7 +36,9 @@ def test_reference_step_time_follows_from_mfu():
     expected = perf.flops_per_token(s) * 4194304 / (1024 * 989.4e12 * 0.45)
     assert perf.step_time_s(s) == pytest.approx(expected, rel=1e-12)
     assert perf.total_steps(s) == math.ceil(1.4e12 / 4194304)
-    assert perf.checkpoint_GB(s) == pytest.approx(980.0)  # 70B x 14 bytes ~ 1 TB (REFERENCES.md)
+    assert perf.checkpoint_GB(s) == pytest.approx(
+        980.0
+    )  # 70B x 14 bytes ~ 1 TB (docs/references.md)
 
 
 def test_rate_per_1k_gpu_day_is_fleet_normalised():

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sim.scenario import ScenarioError, load_document, load_scenario
+from sim.scenario import (
+    MAX_FILE_BYTES,
+    MAX_SEED,
+    ScenarioError,
+    load_document,
+    load_scenario,
+)
 from tests.conftest import ROOT, TINY, merge
 
 
@@ -36,9 +42,9 @@ def test_defaults_fill_optional_sections():
         (
             {"storage": {"checkpoint_tier": {"write_GB_s": -1}}},
             "storage.checkpoint_tier.write_GB_s",
-            "greater than 0",
+            "greater than or equal to 0.001",
         ),
-        ({"performance": {"mfu": 0}}, "performance.mfu", "greater than 0"),
+        ({"performance": {"mfu": 0}}, "performance.mfu", "greater than or equal to 0.01"),
         ({"checkpoint": {"interval_minutes": 5}}, "checkpoint", "exactly one of"),
         (
             {"storage": {"checkpoint_tier": {"capacity_TB": 0.01}}},
@@ -54,7 +60,7 @@ def test_defaults_fill_optional_sections():
         (
             {"failures": [{"name": "g", "scope": "gpu", "mtbf_hours": -5}]},
             "failures.0.mtbf_hours",
-            "greater than 0",
+            "greater than or equal to 0.001",
         ),
         ({"parallelism": {"tensor": 3}}, "parallelism", "does not divide"),
         ({"repair": {"auto_minutes": 120}}, "repair", "not supported yet"),
@@ -190,3 +196,249 @@ def test_resolved_scenario_round_trips():
     loaded = load_document(TINY, overrides=["checkpoint.interval_steps=25"])
     again = load_document(yaml.safe_load(yaml.safe_dump(loaded.resolved)))
     assert again.base == loaded.base
+
+
+# --------------------------------------------------------------------------- adversarial input
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "words"),
+    [
+        ({"model": {"tokens": float("inf")}}, "model.tokens", "finite"),
+        ({"model": {"params": float("nan")}}, "model.params", "finite"),
+        ({"model": {"params": "inf"}}, "model.params", "finite"),
+        ({"model": {"params": 1e16}}, "model.params", "less than or equal to 1000000000000000"),
+        ({"model": {"tokens": 1e18}}, "model.tokens", "less than or equal to"),
+        ({"model": {"global_batch_tokens": 10**30}}, "model.global_batch_tokens", "10000000000"),
+        (
+            {"checkpoint": {"interval_steps": None, "interval_minutes": float("inf")}},
+            "checkpoint.interval_minutes",
+            "finite",
+        ),
+        (
+            {"checkpoint": {"interval_steps": None, "interval_minutes": 1e9}},
+            "checkpoint.interval_minutes",
+            "less than or equal to",
+        ),
+        ({"performance": {"mfu": 1e-300}}, "performance.mfu", "0.01"),
+        (
+            {"storage": {"checkpoint_tier": {"write_GB_s": 1e-300}}},
+            "storage.checkpoint_tier.write_GB_s",
+            "0.001",
+        ),
+        (
+            {"storage": {"checkpoint_tier": {"read_GB_s": 1e300}}},
+            "storage.checkpoint_tier.read_GB_s",
+            "10000000",
+        ),
+        (
+            {"failures": [{"name": "g", "scope": "gpu", "rate_per_1k_gpu_day": 1e300}]},
+            "failures.0.rate_per_1k_gpu_day",
+            "1000000",
+        ),
+        (
+            {"failures": [{"name": "g", "scope": "gpu", "mtbf_hours": 1e-300}]},
+            "failures.0.mtbf_hours",
+            "0.001",
+        ),
+        (
+            {
+                "failures": [
+                    {
+                        "name": "g",
+                        "scope": "gpu",
+                        "mtbf_hours": 5,
+                        "distribution": "weibull",
+                        "weibull_shape": 1e-300,
+                    }
+                ]
+            },
+            "failures.0.weibull_shape",
+            "greater than or equal to",
+        ),
+        ({"simulation": {"seed": 2**64}}, "simulation.seed", str(MAX_SEED)),
+        ({"simulation": {"seed": MAX_SEED + 1}}, "simulation.seed", str(MAX_SEED)),
+        ({"simulation": {"horizon_days": 1e6}}, "simulation.horizon_days", "less than"),
+        ({"cluster": {"nodes": 10**7}}, "cluster.nodes", "1000000"),
+        ({"name": "a" * 65}, "name", "at most 64 characters"),
+        (
+            {"failures": [{"name": "c", "scope": "link", "mtbf_hours": 5, "replace": True}]},
+            "failures.0.replace",
+            "replace: true needs scope gpu, node or switch",
+        ),
+        (
+            {"failures": [{"name": "c", "scope": "storage", "mtbf_hours": 5, "replace": True}]},
+            "failures.0.replace",
+            "has no node to swap",
+        ),
+        (
+            {"failures": [{"name": "c", "scope": "job", "mtbf_hours": 5, "replace": True}]},
+            "failures.0.replace",
+            "has no node to swap",
+        ),
+    ],
+)
+def test_numbers_are_bounded_and_finite(change, path, words):
+    err = error_of(merge(TINY, change))
+    assert err.path == path
+    assert words in err.message
+
+
+def test_bounds_admit_the_extremes_tests_and_scenarios_use():
+    doc = merge(
+        TINY,
+        {
+            "failures": [
+                {"name": "never", "scope": "gpu", "mtbf_hours": 1e15},
+                {"name": "often", "scope": "node", "mtbf_hours": 1e-3},
+            ],
+            "simulation": {"seed": MAX_SEED},
+        },
+    )
+    base = load_document(doc).base
+    assert base.simulation.seed == MAX_SEED
+    assert [f.replaces_nodes for f in base.failures] == [True, True]
+
+
+def test_link_and_storage_failures_default_to_no_replacement():
+    doc = merge(
+        TINY,
+        {
+            "failures": [
+                {"name": "c", "scope": "link", "mtbf_hours": 5},
+                {"name": "s", "scope": "storage", "mtbf_hours": 5, "replace": False},
+            ]
+        },
+    )
+    assert [f.replaces_nodes for f in load_document(doc).base.failures] == [False, False]
+
+
+def test_sweep_must_be_a_mapping():
+    err = error_of(merge(TINY, {"sweep": ["checkpoint.interval_steps", 5]}))
+    assert err.path == "sweep" and "mapping" in err.message
+
+
+def test_sweep_grid_is_capped_before_expanding():
+    values = list(range(1, 101))
+    keys = [
+        "checkpoint.interval_steps",
+        "cluster.spare_nodes",
+        "checkpoint.keep_last",
+        "recovery.restart_minutes",
+    ]
+    err = error_of(merge(TINY, {"sweep": dict.fromkeys(keys, values)}))
+    assert err.path == "sweep" and "100,000,000 sweep points" in err.message
+
+
+def test_long_values_are_echoed_short():
+    err = error_of(merge(TINY, {"sweep": {"description": [list(range(100_000))]}}))
+    assert len(str(err)) < 600
+
+
+@pytest.mark.parametrize(
+    ("param", "path", "words"),
+    [
+        ("model.params=[1,2", "model.params", "not valid YAML"),
+        ('description="abc', "description", "not valid YAML"),
+        ("description=!!python/object/apply:os.system [ls]", "description", "constructor"),
+        ("checkpoint.interval_steps=", "checkpoint.interval_steps", "empty item"),
+        ("checkpoint.interval_steps=500,,1000", "checkpoint.interval_steps", "empty item"),
+        ("checkpoint.interval_steps=500, ", "checkpoint.interval_steps", "empty item"),
+    ],
+)
+def test_bad_param_values(param, path, words):
+    err = error_of(TINY, params=[param])
+    assert err.path == path
+    assert words in err.message
+
+
+def test_param_twice_for_one_key_is_refused_but_may_override_the_files_sweep():
+    err = error_of(TINY, params=["checkpoint.interval_steps=5", "checkpoint.interval_steps=10"])
+    assert err.path == "checkpoint.interval_steps" and "twice" in err.message
+    doc = merge(TINY, {"sweep": {"checkpoint.interval_steps": [5, 10]}})
+    loaded = load_document(doc, params=["checkpoint.interval_steps=20,40"])
+    assert [p.scenario.checkpoint.interval_steps for p in loaded.points] == [20, 40]
+
+
+def test_bad_set_value_is_refused():
+    err = error_of(TINY, overrides=["cluster={nodes: 1, nodes: 2}"])
+    assert err.path == "cluster" and "duplicate key" in err.message
+
+
+def write(tmp_path, text: str | bytes):
+    path = tmp_path / "s.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def tiny_yaml() -> str:
+    return yaml.safe_dump(TINY, sort_keys=False)
+
+
+@pytest.mark.parametrize(
+    ("content", "path", "words"),
+    [
+        ("latin-1", "", "not UTF-8"),
+        ("utf-16", "", "UTF-16"),
+        ("binary", "", "NUL"),
+        ("duplicate", "cluster.nodes", "duplicate key 'nodes'"),
+        ("deep", "", "nest"),  # libyaml may say "maximum nesting depth" first
+        ("deep-block", "", "nested deeper"),
+        ("bomb", "", "expands to more than"),
+        ("recursive", "", "recursive"),
+        ("huge", "", "larger than"),
+    ],
+)
+def test_bad_files(tmp_path, content, path, words):
+    text = tiny_yaml()
+    data: str | bytes = {
+        "latin-1": lambda: text.replace("tiny", "tin\xe9").encode("latin-1"),
+        "utf-16": lambda: text.encode("utf-16"),
+        "binary": lambda: bytes(range(256)) * 4,
+        "duplicate": lambda: text.replace("  nodes: 2\n", "  nodes: 2\n  nodes: 3\n"),
+        "deep": lambda: text + "extra: " + "[" * 10_000 + "]" * 10_000 + "\n",
+        "deep-block": lambda: (
+            text
+            + "extra:\n"
+            + "".join("  " * i + f"k{i}:\n" for i in range(100))
+            + "  " * 100
+            + "v: 1\n"
+        ),
+        "bomb": lambda: (
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"a{i}: &a{i} [{', '.join(['*a' if i == 1 else f'*a{i - 1}'] * 10)}]\n"
+                for i in range(1, 9)
+            )
+            + text
+        ),
+        "recursive": lambda: text + "extra: &r [1, *r]\n",
+        "huge": lambda: text + "extra: '" + "x" * MAX_FILE_BYTES + "'\n",
+    }[content]()
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, data))
+    assert info.value.path == path
+    assert words in info.value.message
+    assert len(str(info.value)) < 400
+
+
+def test_duplicate_top_level_key_names_its_line(tmp_path):
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, tiny_yaml() + "name: again\n"))
+    assert info.value.path == "name" and "first given at line 1" in info.value.message
+
+
+def test_a_utf8_bom_and_yaml_merge_keys_still_load(tmp_path):
+    assert load_scenario(write(tmp_path, b"\xef\xbb\xbf" + tiny_yaml().encode())).name == "tiny"
+    merged = "defaults: &d {rescale_minutes: 3}\n" + tiny_yaml().replace(
+        "recovery:\n", "recovery:\n  <<: *d\n"
+    )
+    doc = yaml.safe_load(merged)
+    del doc["defaults"]
+    with pytest.raises(ScenarioError) as info:  # the anchor's own key is not a scenario key
+        load_scenario(write(tmp_path, merged))
+    assert info.value.path == "defaults"
+    assert load_document(doc).base.recovery.rescale_minutes == 3
