@@ -19,7 +19,8 @@ from sim.engine.cluster import Cluster
 from sim.engine.events import Failure
 from sim.engine.fabricstate import FabricState
 from sim.engine.failures import FailureSource
-from sim.engine.job import Job, Ledger
+from sim.engine.job import Job
+from sim.engine.ledger import Ledger
 from sim.engine.plan import ReplicaPlan
 from sim.engine.storage import Storage
 
@@ -126,7 +127,7 @@ def simulate_replica(
     job = Job(env, plan, cluster, ledger, trace)
     job_ref.append(job)
     if plan.backup_every or any(fc.scope == "storage" for fc in plan.failure_classes):
-        job.storage = storage
+        job.progress.storage = storage
         storage.job = job
     if plan.fabric is not None:
         fabric_ref.append(

@@ -1,0 +1,50 @@
+"""The time ledger: every wall-clock second of a replica booked to one bucket of the
+identity wall = ideal + slowdown + lost_work + checkpoint_stall + downtime
+(docs/metrics.md), the counters next to it, and the optional event timeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Ledger:
+    """Tallies of wall-clock seconds by where they went (the time identity, docs/metrics.md)."""
+
+    ideal_s: float = 0.0
+    slowdown_s: float = 0.0
+    lost_work_s: float = 0.0
+    checkpoint_stall_s: float = 0.0
+    downtime_s: float = 0.0
+    node_wait_s: float = 0.0  # part of downtime: waiting for nodes to come back
+    checkpoints_written: int = 0
+    checkpoints_lost: int = 0  # snapshots or writes lost before they were durable
+    restores_from_backup: int = 0
+    restarts: int = 0
+    failures: list[int] = field(default_factory=list)
+
+    @property
+    def total_s(self) -> float:
+        return (
+            self.ideal_s
+            + self.slowdown_s
+            + self.lost_work_s
+            + self.checkpoint_stall_s
+            + self.downtime_s
+        )
+
+
+def excess_s(total_s: float, nominal_s: float) -> float:
+    """`total_s − nominal_s`, reading a difference within the float rounding of the two sums
+    as zero, so that no bucket of the identity turns negative by noise (-1e-14, -0.0); a
+    genuine negative, which would be a bug, still shows."""
+    diff = total_s - nominal_s
+    return 0.0 if abs(diff) <= 1e-12 * max(abs(total_s), abs(nominal_s)) else diff
+
+
+def record(
+    timeline: list[dict] | None, name: str, start_s: float, duration_s: float, **args
+) -> None:
+    """Append one event to the replica's timeline (when one is kept)."""
+    if timeline is not None:
+        timeline.append({"name": name, "start_s": start_s, "duration_s": duration_s, **args})

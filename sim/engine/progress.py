@@ -1,0 +1,283 @@
+"""Progress and rollback: which steps are durable, what is carried toward the next
+checkpoint, and what a failure throws away.
+
+The job computes in stretches (sim/engine/stretch.py). When a stretch ends, at a
+checkpoint, a failure or a change of step time, `Progress` books its time: steps
+covered by a durable checkpoint are kept (ideal + slowdown + checkpoint stall), work
+not yet durable is carried into the next stretch or lost (rolled back). It also
+keeps the fallbacks: the in-memory level, a snapshot still draining, and the
+backup tier when the checkpoint tier loses its data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import simpy
+
+from sim.engine.events import StorageChanged
+from sim.engine.ledger import Ledger, excess_s, record
+from sim.engine.plan import ReplicaPlan
+from sim.engine.storage import Storage
+from sim.engine.stretch import Stretch
+
+
+@dataclass(frozen=True)
+class PendingSnapshot:
+    """A checkpoint snapshotted before the current stretch whose drain is still running."""
+
+    steps: int  # beyond the last durable checkpoint
+    compute_s: float
+    other_s: float  # waits and the snapshot
+    drain_left_s: float
+
+
+class Progress:
+    """Lifecycle: created with the job at step 0; each stretch ends in `book` (a failure:
+    keep what is durable, roll back the rest), `carry` (the step time changed: carry the
+    work into the next stretch) or `book_durable` (a checkpoint boundary). `drop` rolls
+    back to the last durable checkpoint."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        plan: ReplicaPlan,
+        ledger: Ledger,
+        timeline: list[dict] | None = None,
+    ):
+        self.env = env
+        self.plan = plan
+        self.ledger = ledger
+        self.timeline = timeline
+        self.storage: Storage | None = None  # set in the build phase when storage matters
+        self.durable_step = 0
+        self.resume_step = 0  # where the next stretch starts
+        # carried across a step-time change: a snapshot still draining, and the work
+        # toward the next checkpoint (compute, waits and snapshot so far)
+        self.pending: PendingSnapshot | None = None
+        self.next_compute_s = self.next_other_s = self.done_steps = self.snapped_s = 0.0
+        self.durable_on_backup = False  # the rollback point lives only on the backup tier
+        self.from_memory = False  # the next restart loads the in-memory checkpoint
+
+    def trace(self, name: str, start_s: float, duration_s: float, **args) -> None:
+        record(self.timeline, name, start_s, duration_s, **args)
+
+    def keep(self, steps: int, compute_s: float, total_s: float, checkpoints: int) -> None:
+        """Steps made durable: their nominal time is ideal, the rest of their compute slowdown,
+        and the time spent on their checkpoints (blocking parts, waits for drains) stall."""
+        ledger, nominal = self.ledger, self.plan.step_s
+        ledger.ideal_s += steps * nominal
+        ledger.slowdown_s += excess_s(compute_s, steps * nominal)
+        ledger.checkpoint_stall_s += total_s - compute_s
+        ledger.checkpoints_written += checkpoints
+
+    def book_durable(self, stretch: Stretch, position, t0: float) -> None:
+        """Book what became durable at `position`: the snapshot draining when the stretch
+        began, and the stretch's own checkpoints (with the work carried into it)."""
+        if self.pending is not None and position.pending_durable:
+            p = self.pending
+            self.keep(p.steps, p.compute_s, p.compute_s + p.other_s, 1)
+            self.pending = None
+            self.durable_step = stretch.start_step
+            self.on_tier_again()
+            self.maybe_backup(self.durable_step, t0 + stretch.pending_drain_s)
+        if position.checkpoints:
+            ledger = self.ledger
+            before = (
+                ledger.ideal_s,
+                ledger.slowdown_s,
+                ledger.checkpoint_stall_s,
+                ledger.checkpoints_written,
+            )
+            base_compute, base_total = (
+                self.next_compute_s,
+                self.next_compute_s + self.next_other_s,
+            )
+            steps = position.durable_step - self.durable_step
+            self.keep(
+                steps,
+                base_compute + position.kept_compute_s,
+                base_total + position.kept_s,
+                position.checkpoints,
+            )
+            if self.storage is not None and self.plan.backup_every:
+                for j in range(1, position.checkpoints + 1):
+                    if self.storage.wants_backup(before[3] + j):
+                        step_j = stretch.step_at_checkpoint(j)
+                        n = step_j - self.durable_step
+                        compute_j = base_compute + stretch._kept_compute(j)
+                        total_j = base_total + stretch.snapshot_end_s(j)
+                        kept = (
+                            before[0] + n * self.plan.step_s,
+                            before[1] + excess_s(compute_j, n * self.plan.step_s),
+                            before[2] + total_j - compute_j,
+                        )
+                        self.storage.checkpoint_durable(step_j, t0 + stretch.durable_s(j), kept)
+            if self.timeline is not None:
+                self.trace(
+                    "train",
+                    t0,
+                    position.kept_s,
+                    to_step=position.durable_step,
+                    checkpoints=position.checkpoints,
+                )
+            self.next_compute_s = self.next_other_s = 0.0
+            self.durable_step = position.durable_step
+            self.on_tier_again()
+
+    def maybe_backup(self, step: int, durable_s: float) -> None:
+        if self.storage is not None and self.storage.wants_backup(self.ledger.checkpoints_written):
+            ledger = self.ledger
+            self.storage.checkpoint_durable(
+                step, durable_s, (ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s)
+            )
+
+    def on_tier_again(self) -> None:
+        self.durable_on_backup = False
+
+    def book(self, stretch: Stretch, position, elapsed_s: float, memory: bool = False) -> None:
+        """The stretch ends at `position`: keep what is durable, lose the rest (roll back).
+
+        With `memory` (a single-node failure and an in-memory level) the job rolls back
+        only to its newest in-memory checkpoint: the work up to it is carried, not lost."""
+        self.book_durable(stretch, position, self.env.now - elapsed_s)
+        lost_before = self.ledger.lost_work_s
+        if memory and self.roll_back_to_memory(stretch, position, elapsed_s):
+            return
+        self.ledger.lost_work_s += elapsed_s - position.kept_s
+        self.ledger.checkpoints_lost += (
+            position.snapshots - position.checkpoints + int(position.aborted_write)
+        )
+        self.drop()
+        lost_s = self.ledger.lost_work_s - lost_before
+        if self.timeline is not None and lost_s > 1e-9:
+            self.trace("lost work", self.env.now - lost_s, lost_s, rolled_back_to=self.durable_step)
+
+    def roll_back_to_memory(self, stretch: Stretch, position, elapsed_s: float) -> bool:
+        """Carry the work up to the newest in-memory checkpoint of the current window (and the
+        not yet durable work it builds on); lose the rest. False if there is none."""
+        w = position.snapshots
+        newest = stretch.progress(w + 1, position.window_s)[2]
+        if newest is None:
+            return False
+        boundary, when_s = newest
+        done, _ = stretch.window_steps(w + 1)
+        compute = (boundary - done) * stretch.step_s
+        carried_compute, carried_other = compute, when_s - compute
+        if w == 0:
+            carried_compute += self.next_compute_s
+            carried_other += self.next_other_s
+            base = stretch.start_step
+        else:
+            base = stretch.step_at_checkpoint(w)
+            if (
+                w > position.checkpoints
+            ):  # the last snapshot never became durable: its work is needed
+                carried_compute += position.last_window_compute_s
+                carried_other += position.last_window_s - position.last_window_compute_s
+                if w == 1:
+                    carried_compute += self.next_compute_s
+                    carried_other += self.next_other_s
+                self.ledger.checkpoints_lost += 1
+        if self.pending is not None:  # its drain dies with the job; its work is in memory
+            carried_compute += self.pending.compute_s
+            carried_other += self.pending.other_s
+            self.pending = None
+            self.ledger.checkpoints_lost += 1
+        window_start = elapsed_s - position.window_s
+        self.ledger.lost_work_s += elapsed_s - (window_start + when_s)
+        self.next_compute_s, self.next_other_s = carried_compute, carried_other
+        self.done_steps, self.snapped_s = float(boundary), 0.0
+        self.resume_step = base
+        self.from_memory = True
+        return True
+
+    def drop(self) -> None:
+        """Roll back to the last durable checkpoint: carried work and a pending snapshot are lost."""
+        lost_s = self.next_compute_s + self.next_other_s
+        if self.pending is not None:
+            lost_s += self.pending.compute_s + self.pending.other_s
+            self.ledger.checkpoints_lost += 1
+        self.ledger.lost_work_s += lost_s
+        self.next_compute_s = self.next_other_s = self.done_steps = self.snapped_s = 0.0
+        self.pending = None
+        self.resume_step = self.durable_step
+        self.from_memory = False
+
+    def carry(self, stretch: Stretch, position, elapsed_s: float) -> None:
+        """The step time changes mid-stretch: keep what is durable and carry the rest
+        (a snapshot still draining, progress toward the next checkpoint) into a new stretch."""
+        first_window = position.snapshots == 0
+        self.book_durable(stretch, position, self.env.now - elapsed_s)
+        if position.snapshots > position.checkpoints:  # the last snapshot is still draining
+            w = position.snapshots
+            other = position.last_window_s - position.last_window_compute_s
+            compute = position.last_window_compute_s
+            if w == 1:  # its window began before this stretch
+                compute += self.next_compute_s
+                other += self.next_other_s
+            self.pending = PendingSnapshot(
+                steps=stretch.step_at_checkpoint(w) - self.durable_step,
+                compute_s=compute,
+                other_s=other,
+                drain_left_s=stretch.durable_s(w) - elapsed_s,
+            )
+        elif self.pending is not None and not position.pending_durable:
+            self.pending = replace(self.pending, drain_left_s=stretch.pending_drain_s - elapsed_s)
+        window_other = position.window_s - position.window_compute_s
+        w = position.snapshots
+        steps_done = (
+            stretch.progress(w + 1, position.window_s)[0] if w < stretch.checkpoints else 0.0
+        )
+        if first_window:
+            self.next_compute_s += position.window_compute_s
+            self.next_other_s += window_other
+            self.done_steps = steps_done
+            self.snapped_s += position.window_snapshot_s
+        else:
+            self.next_compute_s = position.window_compute_s
+            self.next_other_s = window_other
+            self.done_steps = steps_done
+            self.snapped_s = position.window_snapshot_s
+            self.resume_step = stretch.step_at_checkpoint(w)
+
+    def tier_down(self) -> bool:
+        return self.storage is not None and not self.storage.up
+
+    def storage_event(self, cause: StorageChanged, running: bool) -> None:
+        """The tier went down or came back. Down: a write in flight is aborted and a drain in
+        flight never completes; with data loss the fallback becomes the newest backup."""
+        if not self.tier_down():
+            return
+        if self.plan.mode == "sync" and self.snapped_s > 0:
+            self.ledger.lost_work_s += self.snapped_s  # the aborted write; it restarts later
+            self.next_other_s -= self.snapped_s
+            self.snapped_s = 0.0
+            self.ledger.checkpoints_lost += 1
+        if self.pending is not None:
+            p = self.pending  # never durable: its work is just work in memory again
+            self.next_compute_s += p.compute_s
+            self.next_other_s += p.other_s
+            self.pending = None
+            self.ledger.checkpoints_lost += 1
+        if cause.lost_data:
+            self.lose_tier_data(running)
+
+    def lose_tier_data(self, running: bool) -> None:
+        """The tier's checkpoints are gone: fall back to the newest backup (or the start).
+        Work kept since then is no longer safe: carried if training, lost if not."""
+        assert self.storage is not None
+        backup = self.storage.newest_backup()
+        ledger = self.ledger
+        ideal, slowdown, stall = backup.kept if backup else (0.0, 0.0, 0.0)
+        unsafe_compute = (ledger.ideal_s - ideal) + (ledger.slowdown_s - slowdown)
+        unsafe_other = ledger.checkpoint_stall_s - stall
+        ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s = ideal, slowdown, stall
+        if running:
+            self.next_compute_s += unsafe_compute
+            self.next_other_s += unsafe_other
+        else:
+            ledger.lost_work_s += unsafe_compute + unsafe_other
+            self.resume_step = backup.step if backup else 0
+        self.durable_step = backup.step if backup else 0
+        self.durable_on_backup = backup is not None
