@@ -36,8 +36,8 @@ class StorageChanged:
 
 
 @dataclass(frozen=True)
-class FabricChanged:
-    """The step time changed because fabric parts failed or came back."""
+class StepTimeChanged:
+    """A slowdown source switched on or off (sim/engine/slowdown.py): the step time moved."""
 
     time_s: float
 

@@ -1,7 +1,8 @@
 """The fabric as the job sees it: which cables and spine/core switches are down.
 
 Link and spine/core failures do not stop the job; they change its step time
-(the plan's `Degradation` model says by how much) until their repair. A leaf
+(the plan's `FabricDegradation` says by how much; it is the step time's
+`degraded fabric` source) until their repair. A leaf
 switch failure takes the nodes under it out of the job together, to return
 when the switch is repaired; the job recovers from it like from a node failure.
 A failure that partitions the fabric stops the job like a hang (detected after
@@ -20,6 +21,7 @@ import simpy
 from sim.engine.events import Failure
 from sim.engine.job import Job
 from sim.engine.plan import ReplicaPlan
+from sim.engine.slowdown import DEGRADED_FABRIC
 
 
 class FabricState:
@@ -40,14 +42,11 @@ class FabricState:
 
     def strike(self, failure: Failure) -> None:
         job = self.job
-        if job.process is None or not job.process.is_alive:
-            return
         duration = self.repair_rngs[failure.class_index].exponential(failure.repair_mean_s)
         if failure.scope == "switch" and failure.component < self.model.leaves:
             nodes = self.model.nodes_under_leaf(failure.component, self.plan.nodes)
             job.strike(replace(failure, nodes=nodes, repair_s=duration))
             return
-        job.ledger.failures[failure.class_index] += 1
         part = (self.model.cables if failure.scope == "link" else self.model.switches)[
             failure.component
         ]
@@ -68,11 +67,9 @@ class FabricState:
         if math.isinf(extra):
             if not job.fabric_partitioned and cause is not None:
                 job.fabric_partitioned = True
-                job.strike(replace(cause, replace=False), counted=True)
+                job.strike(replace(cause, replace=False))
             return
         if job.fabric_partitioned:
             job.fabric_partitioned = False
             job.node_returned()  # a restart waiting for the fabric may go ahead
-        if extra != job.extra_step_s:
-            job.extra_step_s = extra
-            job.fabric_changed()
+        job.step_time.set_extra(DEGRADED_FABRIC, extra)

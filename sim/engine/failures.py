@@ -1,4 +1,5 @@
-"""Failure sources: one per failure class, over the components the job uses.
+"""Failure sources (one per failure class, over the components the job uses) and the
+router that counts every failure once and hands it to whoever owns the component.
 
 Each component slot (a GPU or node position in the job, or the job itself) has
 the absolute time its current lifetime ends: drawn fresh when a node enters the
@@ -11,12 +12,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
 
 from sim.engine.events import Failure
+from sim.engine.ledger import Ledger
 from sim.engine.plan import FailureClassPlan
+
+if TYPE_CHECKING:  # the job imports the cluster, which imports this module
+    from sim.engine.job import Job
 
 BUFFER = 256  # lifetimes drawn per numpy call
 
@@ -116,3 +122,25 @@ class FailureSource:
                     loses_data=fc.loses_data,
                 )
             )
+
+
+class FailureRouter:
+    """The one door every failure passes through, from the failure sources and from tests
+    that inject failures: counted once (only while the job runs), then handed to the
+    owner of the struck component: the fabric for cables and switches (a leaf switch
+    comes back to the job as a failure of its nodes), the storage tier, or the job."""
+
+    def __init__(self, ledger: Ledger, job: Job):
+        self.ledger = ledger
+        self.job = job
+        self.handlers: dict[str, Callable[[Failure], None]] = {}
+
+    def register(self, scopes: tuple[str, ...], handler: Callable[[Failure], None]) -> None:
+        for scope in scopes:
+            self.handlers[scope] = handler
+
+    def route(self, failure: Failure) -> None:
+        if not self.job.running:
+            return
+        self.ledger.failures[failure.class_index] += 1
+        self.handlers.get(failure.scope, self.job.strike)(failure)

@@ -18,11 +18,12 @@ import math
 import simpy
 
 from sim.engine.cluster import Cluster
-from sim.engine.events import FabricChanged, Failure, NodesAvailable, StorageChanged
+from sim.engine.events import Failure, NodesAvailable, StepTimeChanged, StorageChanged
 from sim.engine.ledger import Ledger, record
 from sim.engine.plan import ReplicaPlan
 from sim.engine.policies import POLICIES
 from sim.engine.progress import Progress
+from sim.engine.slowdown import StepTime
 from sim.engine.stretch import Stretch
 
 
@@ -51,7 +52,8 @@ class Job:
         self.progress = Progress(env, plan, ledger, timeline)
         self.finished = False
         self._waiting_for_nodes = False
-        self.extra_step_s = 0.0  # from degraded fabric parts, set by FabricState
+        self.step_time = StepTime(plan)
+        self.step_time.on_change = self.step_time_changed
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
         self._in_memory = False  # the job's state is on its GPUs (it trains)
         self.process: simpy.Process | None = None
@@ -62,19 +64,23 @@ class Job:
         self.process = self.env.process(self._run())
         return self.process
 
-    def strike(self, failure: Failure, counted: bool = False) -> None:
-        if self.process is not None and self.process.is_alive:
-            if not counted:
-                self.ledger.failures[failure.class_index] += 1
+    @property
+    def running(self) -> bool:
+        """The job process has started and not ended (finished or out of horizon)."""
+        return self.process is not None and self.process.is_alive
+
+    def strike(self, failure: Failure) -> None:
+        """A failure reaches the job (counted by the router, not here)."""
+        if self.running:
             self.process.interrupt(failure)
 
     def storage_changed(self, lost_data: bool) -> None:
         if self.process is not None and self.process.is_alive:
             self.process.interrupt(StorageChanged(self.env.now, lost_data))
 
-    def fabric_changed(self) -> None:
+    def step_time_changed(self) -> None:
         if self.process is not None and self.process.is_alive:
-            self.process.interrupt(FabricChanged(self.env.now))
+            self.process.interrupt(StepTimeChanged(self.env.now))
 
     def node_returned(self) -> None:
         """A repaired node joined the spares: wake the job only if it waits or could grow."""
@@ -116,7 +122,7 @@ class Job:
                 start_step=self.progress.resume_step,
                 total_steps=plan.total_steps,
                 interval_steps=plan.interval_steps,
-                step_s=plan.step_s_with(replicas) + self.extra_step_s,
+                step_s=self.step_time.step_s(replicas),
                 snapshot_s=plan.snapshot_s(nodes),
                 drain_s=plan.drain_s(nodes, replicas),
                 done_steps=self.progress.done_steps,
@@ -125,14 +131,14 @@ class Job:
                 durable_before=self.progress.durable_step,
                 memory_every=plan.memory_every,
                 memory_s=plan.memory_s(nodes),
-                slow_step_s=plan.slow_step_s(nodes, replicas) + self.extra_step_s,
+                slow_step_s=self.step_time.slow_step_s(nodes, replicas),
             )
             t0 = env.now
             # an elastic job that is short of nodes grows back at its next checkpoint
             grow_at = 1 if self._can_grow() else None
             # with the tier down, train up to the next snapshot, then wait for the tier
             blocked_at = stretch.snapshot_start_s(1) if self.progress.tier_down() else None
-            fabric_changed = False
+            replan = False
             while True:
                 k = stretch.checkpoints if grow_at is None else grow_at
                 target = stretch.durable_s(k)
@@ -148,7 +154,7 @@ class Job:
                             stretch, stretch.position(env.now - t0), env.now - t0, memory=survives
                         )
                         return cause
-                    if isinstance(cause, FabricChanged | StorageChanged):
+                    if isinstance(cause, StepTimeChanged | StorageChanged):
                         position = stretch.position(env.now - t0)
                         if (
                             position.snapshots == stretch.checkpoints
@@ -158,7 +164,7 @@ class Job:
                         self.progress.carry(stretch, position, env.now - t0)
                         if isinstance(cause, StorageChanged):
                             self.progress.storage_event(cause, running=True)
-                        fabric_changed = True
+                        replan = True
                         break
                     if grow_at is None and self._can_grow():
                         grow_at = stretch.next_checkpoint(env.now - t0)
@@ -175,13 +181,13 @@ class Job:
                     if failure is not None:
                         self.progress.drop()  # the work carried to the blocked checkpoint
                         return failure
-                    fabric_changed = True  # re-plan from here
+                    replan = True  # re-plan from here
                     break
                 self.progress.book(stretch, stretch.at_checkpoint(k), target)
                 if k >= stretch.checkpoints:
                     return FINISHED
                 break  # a checkpoint boundary where the elastic job grows back
-            if fabric_changed:
+            if replan:
                 continue  # same interval, new step time
             grown = self.policy.nodes_to_run(self.cluster.available)
             if grown is not None and grown > nodes:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sim import perf
 from sim.distributions import Distribution, lifetime
+from sim.engine.degradation import FabricDegradation
 from sim.scenario import Scenario
 
 
@@ -56,7 +57,7 @@ class ReplicaPlan:
     mfu: float
     gpu_hour_usd: float
     failure_classes: tuple[FailureClassPlan, ...]
-    fabric: perf.Degradation | None = None  # only when link or switch failures are simulated
+    fabric: FabricDegradation | None = None  # only when link or switch failures are simulated
     backup_every: int = 0  # 0: no backup tier
     backup_copy_s: float = 0.0
     backup_restore_s: float = 0.0
@@ -202,7 +203,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         backup_every=scenario.storage.backup.every if scenario.storage.backup else 0,
         backup_copy_s=perf.backup_copy_s(scenario) if scenario.storage.backup else 0.0,
         backup_restore_s=perf.backup_restore_s(scenario) if scenario.storage.backup else 0.0,
-        fabric=perf.Degradation(scenario)
+        fabric=FabricDegradation(scenario)
         if any(f.scope in ("link", "switch") for f in scenario.failures)
         else None,
     )

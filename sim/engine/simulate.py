@@ -18,7 +18,7 @@ import simpy
 from sim.engine.cluster import Cluster
 from sim.engine.events import Failure
 from sim.engine.fabricstate import FabricState
-from sim.engine.failures import FailureSource
+from sim.engine.failures import FailureRouter, FailureSource
 from sim.engine.job import Job
 from sim.engine.ledger import Ledger
 from sim.engine.plan import ReplicaPlan
@@ -90,15 +90,10 @@ def simulate_replica(
 
     # build
     job_ref: list[Job] = []
-    fabric_ref: list[FabricState] = []
+    router_ref: list[FailureRouter] = []
 
     def strike(failure: Failure) -> None:
-        if failure.scope in ("link", "switch"):
-            fabric_ref[0].strike(failure)
-        elif failure.scope == "storage":
-            storage.strike(failure)
-        else:
-            job_ref[0].strike(failure)
+        router_ref[0].route(failure)
 
     sources = [
         FailureSource(
@@ -126,18 +121,20 @@ def simulate_replica(
     )
     job = Job(env, plan, cluster, ledger, trace)
     job_ref.append(job)
+    router = FailureRouter(ledger, job)
+    router_ref.append(router)
     if plan.backup_every or any(fc.scope == "storage" for fc in plan.failure_classes):
         job.progress.storage = storage
         storage.job = job
+        router.register(("storage",), storage.strike)
     if plan.fabric is not None:
-        fabric_ref.append(
-            FabricState(
-                env,
-                plan,
-                job,
-                [stream(seed, replica, "fabric_repairs", fc.index) for fc in plan.failure_classes],
-            )
+        fabric = FabricState(
+            env,
+            plan,
+            job,
+            [stream(seed, replica, "fabric_repairs", fc.index) for fc in plan.failure_classes],
         )
+        router.register(("link", "switch"), fabric.strike)
     cluster.fill_all()
     for source in sources:
         source.start()

@@ -76,9 +76,6 @@ class Storage:
 
     def strike(self, failure: Failure) -> None:
         job = self.job
-        if job is None or job.process is None or not job.process.is_alive:
-            return
-        job.ledger.failures[failure.class_index] += 1
         now = self.env.now
         # copies reading from the tier stop with it
         self.backups = [b for b in self.backups if b.done_s <= now]
