@@ -58,8 +58,11 @@ def main() -> int:
     moved = 0
     for name, columns in before["scenarios"].items():
         now = after.get(name, {})
-        changed = sorted(c for c in set(columns) | set(now) if columns.get(c) != now.get(c))
+        changed = sorted(c for c in columns if columns[c] != now.get(c))
+        added = sorted(set(now) - set(columns))
         status = "identical" if not changed else f"DIFFERS in {', '.join(changed)}"
+        if added:
+            status += f" (new columns: {', '.join(added)})"
         moved += bool(changed)
         print(f"{name}: {status}")
     print(f"{len(before['scenarios']) - moved} of {len(before['scenarios'])} scenarios identical")

@@ -36,13 +36,7 @@ from sim.hardware import GPUS, TIERS, GpuSpec
 # Keys of the documented schema that later versions simulate. Until they land the
 # loader refuses them by name instead of ignoring them.
 NOT_SUPPORTED_YET: dict[str, str] = {
-    "cluster.pool_nodes": "cold node pools",
-    "cluster.host_selection_minutes": "cold node pools",
-    "cluster.lemon_fraction": "lemon nodes",
-    "cluster.lemon_rate_multiplier": "lemon nodes",
-    "repair": "the repair pipeline",
     "stragglers": "stragglers",
-    "maintenance": "planned maintenance",
 }
 
 _NAME = r"^[a-z0-9_-]+$"
@@ -109,6 +103,8 @@ Fraction = Annotated[float, Field(gt=0, le=1)]
 Efficiency = Annotated[float, Field(ge=0.01, le=1)]  # a share of a peak that a time divides by
 Count = Annotated[int, Field(gt=0, le=10**6, strict=True)]
 Steps = Annotated[int, Field(gt=0, le=10**17, strict=True)]  # as many as tokens can make
+NodeCount = Annotated[int, Field(ge=0, le=10**6, strict=True)]
+Probability = Annotated[float, Field(ge=0, le=1)]
 
 
 class ModelConfig(_Section):
@@ -135,7 +131,15 @@ class ClusterConfig(_Section):
     gpu: str | GpuConfig
     nodes: Count
     gpus_per_node: Annotated[int, Field(gt=0, le=1024, strict=True)] = 8
-    spare_nodes: Annotated[int, Field(ge=0, le=10**6, strict=True)] = 0
+    spare_nodes: NodeCount = 0  # warm spares: swap in at once
+    pool_nodes: NodeCount = 0  # cold pool: usable after host_selection_minutes
+    host_selection_minutes: Minutes = 3.0
+    preemptible_nodes: NodeCount = 0  # borrowed from other work, used last ...
+    preemption_minutes: Minutes = 20.0  # ... after this long
+    # share of all nodes (job, spares, pools) that start with a fault: they fail
+    # lemon_rate_multiplier times as often in node-attributable classes until a true fix
+    lemon_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    lemon_rate_multiplier: Annotated[float, Field(ge=1, le=1000)] = 5.0
     # DGX/HGX H100: 2 TB of host RAM per node
     host_memory_GB: Annotated[float, Field(gt=0, le=1e7)] = 2048.0
 
@@ -321,9 +325,19 @@ class FailureClassConfig(_Section):
     replace: bool | None = None
     repair_hours: PositiveHours = 48.0
     loses_data: bool = False  # storage: the outage destroys the checkpoints on the tier
+    # false: the class strikes only while the job computes (not while it is down)
+    while_idle: bool = True
+    # lemons and falsely fixed nodes fail more often in this class (default: gpu, node)
+    node_attributable: bool | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> FailureClassConfig:
+        if self.node_attributable and self.scope not in ("gpu", "node"):
+            raise KeyPathError(
+                "node_attributable",
+                f"node_attributable: true needs scope gpu or node (a {self.scope} failure "
+                "is not a node's fault)",
+            )
         if self.loses_data and self.scope != "storage":
             raise ValueError("loses_data is only meaningful with scope: storage")
         if (self.mtbf_hours is None) == (self.rate_per_1k_gpu_day is None):
@@ -345,6 +359,13 @@ class FailureClassConfig(_Section):
         return self
 
     @property
+    def attributable(self) -> bool:
+        """`node_attributable` defaults to true for the gpu and node scopes."""
+        if self.node_attributable is None:
+            return self.scope in ("gpu", "node")
+        return self.node_attributable
+
+    @property
     def replaces_nodes(self) -> bool:
         """`replace` defaults to true for hardware scopes and false for the job."""
         return (
@@ -357,6 +378,42 @@ class RecoveryConfig(_Section):
     restart_minutes: Minutes = 10.0
     elastic_min_fraction: Fraction = 0.75
     rescale_minutes: Minutes = 5.0
+
+
+class RepairConfig(_Section):
+    """The repair pipeline a replaced node goes through (instead of the flat per-class
+    `repair_hours`): automated repair, escalation to a technician, a vendor RMA for
+    nodes manual repair keeps failing, false fixes, and retirement."""
+
+    auto_minutes: PositiveMinutes = 120.0  # automated repair (reboot, reset, reimage)
+    escalate_prob: Probability = 0.8  # automated repair fails over to manual
+    auto_false_fix_prob: Probability = 0.4  # "repaired" but still faulty
+    manual_hours: PositiveHours = 48.0  # a technician's repair
+    manual_false_fix_prob: Probability = 0.2
+    technicians: Count | None = None  # concurrent manual repairs (None: unlimited)
+    rma_after_manual_repairs: Count = 2  # a node manual repair has fixed this often goes ...
+    rma_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 14.0  # ... to the vendor instead
+    retire_after_failures: Count | None = None  # retire a node after this many failures ...
+    retire_window_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 7.0  # ... within this
+    return_to: Literal["spares", "origin"] = "spares"  # refill warm spares first, or its pool
+    misdiagnosis_prob: Annotated[float, Field(ge=0, lt=1)] = 0.0  # the wrong node goes
+
+
+class HealthChecksConfig(_Section):
+    """Periodic checks of the job's nodes that catch failing hardware before it fails."""
+
+    every_hours: PositiveHours = 24.0
+    cost_minutes: Minutes = 10.0  # downtime of the job while the check runs
+    catch_prob: Probability = 0.5  # share of node failures caught ...
+    lead_hours: PositiveHours = 12.0  # ... that would strike within this lead
+
+
+class MaintenanceConfig(_Section):
+    """Planned interruptions: at its next checkpoint after every `every_days`, the job
+    stops for `duration_hours` and restarts (downtime, no lost work)."""
+
+    every_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 14.0
+    duration_hours: PositiveHours = 4.0
 
 
 class CostConfig(_Section):
@@ -383,6 +440,9 @@ class Scenario(_Section):
     checkpoint: CheckpointConfig
     failures: list[FailureClassConfig] = []
     recovery: RecoveryConfig = RecoveryConfig()
+    repair: RepairConfig | None = None
+    health_checks: HealthChecksConfig | None = None
+    maintenance: MaintenanceConfig | None = None
     cost: CostConfig = CostConfig()
     simulation: SimulationConfig = SimulationConfig()
 

@@ -1,100 +1,301 @@
-"""Nodes: the job's slots, the warm spares and the nodes in repair.
+"""Nodes with identities: which node serves in each job slot, where every other node is,
+what it has been through, and how often it fails.
 
-A node serves in a job slot until it fails; a replaced node leaves for repair
-(exponential time with the class's mean) and rejoins the warm spares, from which
-empty slots are filled. Nodes are conserved: filled + spares + in repair is constant.
+A node is in a job slot, a warm spare, in the cold pool, in the preemptible pool
+(borrowed from other work), in repair, or retired. A node that fails leaves its slot
+for repair (a flat repair time, or the pipeline of `sim/engine/repair.py`) and comes
+back to the warm spares or to the pool it came from; empty slots are filled from the
+warm spares, and from the pools after their delay. Lemons start with a fault; a node
+with a fault fails `lemon_rate_multiplier`× as often in node-attributable classes
+until a true fix. Nodes are conserved: job + spares + pools + in repair + retired is
+the fleet.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
 
+from sim.engine.events import Failure
 from sim.engine.failures import FailureSource
+from sim.engine.plan import ReplicaPlan
+
+if TYPE_CHECKING:
+    from sim.engine.repair import RepairShop
+
+# where a node goes back to: the owned fleet (the job's nodes and the warm spares), or a pool
+OWNED, COLD, PREEMPTIBLE = 0, 1, 2
 
 
 class Cluster:
+    """Lifecycle: build (node ids: the job's first, then warm spares, cold pool,
+    preemptible pool; lemons placed at random) → `fill_all` starts the failure clocks
+    of the job's slots → `send_to_repair` / `resize` / `draw_from_pools` while the job
+    runs; repaired nodes come back through `node_repaired`."""
+
     def __init__(
         self,
         env: simpy.Environment,
-        nodes: int,
-        spare_nodes: int,
+        plan: ReplicaPlan,
         repair_rngs: list[np.random.Generator],
         sources: list[FailureSource],
         on_node_returned: Callable[[], None],
+        lemon_rng: np.random.Generator | None = None,
+        fault_rng: np.random.Generator | None = None,
     ):
         self.env = env
+        self.plan = plan
+        nodes, spares = plan.nodes, plan.spare_nodes
+        fleet = plan.fleet_nodes
+        self.slot_node = np.full(nodes, -1, dtype=np.int64)  # node id in each job slot
         self.filled = np.zeros(nodes, dtype=bool)
         self.active = 0  # == filled.sum(), kept as a count on the hot path
-        self.spares = spare_nodes
+        self.warm: list[int] = list(range(nodes, nodes + spares))
+        first_pool = nodes + spares
+        self.cold: deque[int] = deque(range(first_pool, first_pool + plan.pool_nodes))
+        first_borrowed = first_pool + plan.pool_nodes
+        self.borrowable: deque[int] = deque(range(first_borrowed, fleet))
+        self.origin = np.full(fleet, OWNED, dtype=np.int8)
+        self.origin[first_pool:first_borrowed] = COLD
+        self.origin[first_borrowed:] = PREEMPTIBLE
         self.in_repair = 0
+        self.retired = 0
         self.nodes_replaced = 0
+        self.nodes_from_pool = 0
+        self.preemptions = 0
+        self.lemons_retired = 0
         self.repair_rngs = repair_rngs
         self.sources = sources
         self.on_node_returned = on_node_returned
+        self.shop: RepairShop | None = None  # the repair pipeline, when the scenario has one
+        self.fault_rng = fault_rng  # misdiagnosis draws
+        # faults: lemons from the start, and nodes a false fix or misdiagnosis leaves faulty
+        self.faulty = np.zeros(fleet, dtype=bool)
+        if plan.lemon_fraction > 0 and lemon_rng is not None:
+            count = round(plan.lemon_fraction * fleet)
+            self.faulty[lemon_rng.choice(fleet, size=count, replace=False)] = True
+        self.lemon = self.faulty.copy()
+        self.slot_scale: np.ndarray | None = None
+        if plan.faults_matter:
+            # lifetime scale of the node in each slot, shared with the attributable sources
+            self.slot_scale = np.ones(nodes)
+            for source in sources:
+                if source.failure_class.attributable and source.per_node:
+                    source.slot_scale = self.slot_scale
+        self.history: dict[int, deque[float]] = {}  # failure times per node (retirement)
+
+    # ---- counts
+
+    @property
+    def spares(self) -> int:
+        return len(self.warm)
+
+    @property
+    def pooled(self) -> int:
+        """Nodes the pools could still lend the job (after their delays)."""
+        return len(self.cold) + len(self.borrowable)
 
     @property
     def available(self) -> int:
         """Healthy nodes the job could run on now: its own plus the warm spares."""
-        return self.active + self.spares
+        return self.active + len(self.warm)
+
+    def conserved(self) -> bool:
+        return (
+            self.active + len(self.warm) + self.pooled + self.in_repair + self.retired
+            == self.plan.fleet_nodes
+        )
+
+    def is_faulty(self, slot: int) -> bool:
+        return bool(self.faulty[self.slot_node[slot]])
+
+    # ---- the job's slots
 
     def fill_all(self) -> None:
-        """Build phase: every slot gets a node."""
+        """Build phase: every slot gets its node."""
+        self.slot_node[:] = np.arange(self.filled.size)
         self.filled[:] = True
         self.active = self.filled.size
+        self._scale_slots(np.arange(self.filled.size))
         slots = np.arange(self.filled.size)
         for source in self.sources:
             source.activate(slots)
 
-    def send_to_repair(
-        self, node: int, class_index: int, repair_mean_s: float, repair_s: float | None = None
-    ) -> None:
-        """The node leaves its slot; it returns to the spares after `repair_s` (or a draw)."""
-        if not self.filled[node]:
-            return  # already out (two failures of the same node merged)
-        self.filled[node] = False
-        self.active -= 1
+    def _scale_slots(self, slots: np.ndarray) -> None:
+        if self.slot_scale is not None:
+            faulty = self.faulty[self.slot_node[slots]]
+            self.slot_scale[slots] = np.where(faulty, 1.0 / self.plan.lemon_multiplier, 1.0)
+
+    def _enter(self, slots: np.ndarray, node_ids: list[int]) -> None:
+        self.slot_node[slots] = node_ids
+        self.filled[slots] = True
+        self.active += slots.size
+        self._scale_slots(slots)
         for source in self.sources:
-            source.deactivate((node,))
-        self.in_repair += 1
-        self.nodes_replaced += 1
-        duration = (
-            repair_s
-            if repair_s is not None
-            else self.repair_rngs[class_index].exponential(repair_mean_s)
-        )
-        self.env.process(self._repair(duration))
+            source.activate(slots)
+
+    def _leave(self, slots: np.ndarray) -> list[int]:
+        node_ids = [int(n) for n in self.slot_node[slots]]
+        self.filled[slots] = False
+        self.slot_node[slots] = -1
+        self.active -= slots.size
+        for source in self.sources:
+            source.deactivate(slots)
+        return node_ids
 
     def resize(self, nodes: int) -> None:
-        """Fill empty slots from the spares, or hand healthy nodes back to them, to run on `nodes`."""
+        """Fill empty slots from the warm spares, or hand healthy nodes back to them, to
+        run on `nodes`."""
         change = nodes - self.active
         if change == 1:  # the common case: one spare swaps in (argmin: the first empty slot)
-            slots = np.array([int(self.filled.argmin())])
-            self.filled[slots] = True
-            self.active += 1
-            self.spares -= 1
-            for source in self.sources:
-                source.activate(slots)
+            self._enter(np.array([int(self.filled.argmin())]), [self.warm.pop()])
         elif change > 0:
             slots = np.flatnonzero(~self.filled)[:change]
-            assert slots.size == change <= self.spares, "resize beyond available nodes"
-            self.filled[slots] = True
-            self.active += change
-            self.spares -= change
-            for source in self.sources:
-                source.activate(slots)
+            assert slots.size == change <= len(self.warm), "resize beyond available nodes"
+            self._enter(slots, [self.warm.pop() for _ in range(change)])
         elif change < 0:
-            slots = np.flatnonzero(self.filled)[change:]
-            self.filled[slots] = False
-            self.active += change
-            self.spares -= change
-            for source in self.sources:
-                source.deactivate(slots)
+            self.warm.extend(self._leave(np.flatnonzero(self.filled)[change:]))
 
-    def _repair(self, duration_s: float):
+    def failing_within(self, lead_s: float) -> list[tuple[int, int, int]]:
+        """(slot, node, class index) of the job's nodes whose next node-attributable failure
+        is due within `lead_s` (what a health check could catch)."""
+        horizon = self.env.now + lead_s
+        nodes = self.filled.size
+        soonest = np.full(nodes, np.inf)
+        cls = np.full(nodes, -1)
+        for source in self.sources:
+            if not (source.failure_class.attributable and source.per_node):
+                continue
+            ends = source.ends_s.reshape(nodes, source.per_node).min(axis=1)
+            sooner = ends < soonest
+            soonest[sooner] = ends[sooner]
+            cls[sooner] = source.failure_class.index
+        slots = np.flatnonzero((soonest < horizon) & self.filled)
+        return [(int(s), int(self.slot_node[s]), int(cls[s])) for s in slots]
+
+    # ---- pools
+
+    def pool_delay_s(self, wanted: int) -> float:
+        """How long until `wanted` nodes from the pools could join: the cold pool's host
+        selection, and the preemption delay once the preemptible pool is needed too."""
+        if wanted <= 0:
+            return 0.0
+        if wanted <= len(self.cold):
+            return self.plan.host_selection_s
+        if not self.borrowable:
+            return self.plan.host_selection_s if self.cold else 0.0
+        delay = self.plan.preemption_s
+        return max(delay, self.plan.host_selection_s) if self.cold else delay
+
+    def draw_from_pools(self, wanted: int) -> None:
+        """Move up to `wanted` nodes from the cold pool, then the preemptible one, into the
+        warm spares (their delay has passed)."""
+        for _ in range(wanted):
+            if self.cold:
+                self.warm.append(self.cold.popleft())
+                self.nodes_from_pool += 1
+            elif self.borrowable:
+                self.warm.append(self.borrowable.popleft())
+                self.nodes_from_pool += 1
+                self.preemptions += 1
+
+    # ---- failures and repair
+
+    def send_to_repair(self, failure: Failure, slot: int) -> None:
+        """The node in `slot` failed: it leaves for repair (or retirement). With a
+        misdiagnosis another node of the job goes instead and the faulty one stays."""
+        if not self.filled[slot]:
+            return  # already out (two failures of the same node merged)
+        repair = self.plan.repair
+        attributable = self.plan.failure_classes[failure.class_index].attributable
+        if (
+            repair is not None
+            and repair.misdiagnosis_prob > 0
+            and attributable
+            and failure.repair_s is None
+            and self.active > 1
+            and self.fault_rng is not None
+            and self.fault_rng.random() < repair.misdiagnosis_prob
+        ):
+            wrong = self._other_slot(slot)
+            self._mark_faulty(slot)
+            slot = wrong
+            attributable = False  # the node that leaves has nothing wrong with it
+        node = self._leave(np.array([slot]))[0]
+        self.nodes_replaced += 1
+        if failure.repair_s is not None:  # back together with a repaired part (a leaf switch)
+            self.in_repair += 1
+            self.env.process(self._flat_repair(node, failure.repair_s))
+            return
+        if attributable:
+            self.faulty[node] = True  # it has a fault until a true fix
+        if self._retires(node):
+            return
+        self.in_repair += 1
+        if self.shop is not None:
+            self.env.process(self.shop.repair(node))
+        else:
+            duration = self.repair_rngs[failure.class_index].exponential(failure.repair_mean_s)
+            self.env.process(self._flat_repair(node, duration))
+
+    def _other_slot(self, slot: int) -> int:
+        assert self.fault_rng is not None
+        filled = np.flatnonzero(self.filled)
+        choice = int(filled[self.fault_rng.integers(filled.size - 1)])
+        return choice if choice != slot else int(filled[-1])
+
+    def _mark_faulty(self, slot: int) -> None:
+        """The node in `slot` keeps its fault: its clocks restart at the faulty rate."""
+        node = int(self.slot_node[slot])
+        if self.faulty[node] and self.slot_scale is not None:
+            return
+        self.faulty[node] = True
+        if self.slot_scale is not None:
+            slots = np.array([slot])
+            self._scale_slots(slots)
+            for source in self.sources:
+                if source.slot_scale is not None:
+                    source.activate(slots)
+
+    def _retires(self, node: int) -> bool:
+        """Retire a node that failed too often recently, unless the fleet would be left
+        with fewer healthy nodes than the job needs."""
+        repair = self.plan.repair
+        if repair is None or not repair.retire_after_failures:
+            return False
+        now = self.env.now
+        times = self.history.setdefault(node, deque())
+        times.append(now)
+        while times and times[0] < now - repair.retire_window_s:
+            times.popleft()
+        if len(times) < repair.retire_after_failures:
+            return False
+        if self.plan.fleet_nodes - self.retired - 1 < self.plan.nodes:
+            return False  # the guard: never retire below what the job needs
+        self.retired += 1
+        self.lemons_retired += int(self.lemon[node])
+        return True
+
+    def _flat_repair(self, node: int, duration_s: float):
         yield self.env.timeout(duration_s)
+        self.node_repaired(node, fixed=True)
+
+    def node_repaired(self, node: int, fixed: bool) -> None:
+        """A node is back from repair: a true fix cures its fault (and a lemon for good);
+        it refills the warm spares first (or goes back to its pool)."""
         self.in_repair -= 1
-        self.spares += 1
+        if fixed:
+            self.faulty[node] = False
+        origin = int(self.origin[node])
+        to_spares = self.plan.repair is None or self.plan.repair.return_to == "spares"
+        if origin == OWNED or (to_spares and len(self.warm) < self.plan.spare_nodes):
+            self.warm.append(node)
+        elif origin == COLD:
+            self.cold.append(node)
+        else:
+            self.borrowable.append(node)
         self.on_node_returned()

@@ -47,3 +47,17 @@ class NodesAvailable:
     """A node came back from repair into the warm spares."""
 
     time_s: float
+
+
+@dataclass(frozen=True)
+class CheckpointWanted:
+    """Maintenance is due or a node is to be drained: stop at the next checkpoint."""
+
+    time_s: float
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """A health check of the job's nodes is due."""
+
+    time_s: float

@@ -52,6 +52,10 @@ class FailureSource:
         self._process: simpy.Process | None = None
         self._buffer = np.empty(0)
         self._next = 0
+        # lifetime scale of the node in each job slot (1/lemon multiplier while it is faulty);
+        # shared with the cluster, set only for node-attributable classes when faults matter
+        self.slot_scale: np.ndarray | None = None
+        self._paused_at: float | None = None  # while_idle false: the job is down since then
 
     def start(self) -> None:
         if self.per_node == 0:
@@ -69,7 +73,10 @@ class FailureSource:
             index = slice(first, first + self.per_node)
         else:
             index = (node_slots[:, None] * self.per_node + np.arange(self.per_node)).ravel()
-        ends = self.env.now + self._draw(self.per_node * node_slots.size)
+        draws = self._draw(self.per_node * node_slots.size)
+        if self.slot_scale is not None:
+            draws = draws * np.repeat(self.slot_scale[node_slots], self.per_node)
+        ends = (self.env.now if self._paused_at is None else self._paused_at) + draws
         self.ends_s[index] = ends
         if self._process is not None and ends.min() < self._wake_s:
             self._process.interrupt()  # an earlier failure than the one being waited for
@@ -80,6 +87,21 @@ class FailureSource:
             return
         for slot in node_slots:
             self.ends_s[slot * self.per_node : (slot + 1) * self.per_node] = math.inf
+
+    def pause(self) -> None:
+        """The job stopped computing: a class that does not strike idle nodes stops its clocks."""
+        if self._paused_at is None:
+            self._paused_at = self.env.now
+            if self._process is not None and not math.isinf(self._wake_s):
+                self._process.interrupt()
+
+    def resume(self) -> None:
+        """The job computes again: every clock goes on from where it stopped."""
+        if self._paused_at is not None:
+            self.ends_s += self.env.now - self._paused_at  # inf stays inf
+            self._paused_at = None
+            if self._process is not None:
+                self._process.interrupt()
 
     def _draw(self, size: int) -> np.ndarray:
         """Lifetimes from the class's stream, drawn in blocks (one numpy call per block,
@@ -96,17 +118,20 @@ class FailureSource:
         env = self.env
         while True:
             index = int(self.ends_s.argmin())
-            self._wake_s = self.ends_s[index]
+            self._wake_s = math.inf if self._paused_at is not None else self.ends_s[index]
             try:
                 if math.isinf(self._wake_s):
-                    yield env.event()  # nothing in use; an activation interrupts
+                    yield env.event()  # nothing in use, or paused; an interrupt wakes it
                 else:
                     yield env.timeout(self._wake_s - env.now)
             except simpy.Interrupt:
                 continue
             if self.ends_s[index] != self._wake_s:
                 continue  # the slot was emptied or refilled meanwhile
-            self.ends_s[index] = env.now + self._draw(1)[0]
+            lifetime = self._draw(1)[0]
+            if self.slot_scale is not None:
+                lifetime *= self.slot_scale[index // self.per_node]
+            self.ends_s[index] = env.now + lifetime
             fc = self.failure_class
             self.strike(
                 Failure(
@@ -134,6 +159,8 @@ class FailureRouter:
         self.ledger = ledger
         self.job = job
         self.handlers: dict[str, Callable[[Failure], None]] = {}
+        self.faults_matter = job.plan.faults_matter
+        self.attributable = [fc.attributable for fc in job.plan.failure_classes]
 
     def register(self, scopes: tuple[str, ...], handler: Callable[[Failure], None]) -> None:
         for scope in scopes:
@@ -143,4 +170,11 @@ class FailureRouter:
         if not self.job.running:
             return
         self.ledger.failures[failure.class_index] += 1
+        if (
+            self.faults_matter
+            and self.attributable[failure.class_index]
+            and failure.nodes
+            and self.job.cluster.is_faulty(failure.nodes[0])
+        ):
+            self.ledger.failures_lemon += 1
         self.handlers.get(failure.scope, self.job.strike)(failure)

@@ -15,10 +15,19 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import simpy
 
 from sim.engine.cluster import Cluster
-from sim.engine.events import Failure, NodesAvailable, StepTimeChanged, StorageChanged
+from sim.engine.events import (
+    CheckpointWanted,
+    Failure,
+    HealthCheck,
+    NodesAvailable,
+    StepTimeChanged,
+    StorageChanged,
+)
+from sim.engine.failures import FailureSource
 from sim.engine.ledger import Ledger, record
 from sim.engine.plan import ReplicaPlan
 from sim.engine.policies import POLICIES
@@ -56,6 +65,11 @@ class Job:
         self.step_time.on_change = self.step_time_changed
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
         self._in_memory = False  # the job's state is on its GPUs (it trains)
+        self._computing = False  # inside a stretch's timeout: health checks may interrupt it
+        self.idle_paused: list[FailureSource] = []  # classes that strike only while computing
+        self.maintenance_due = False
+        self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
+        self.health_rng: np.random.Generator | None = None  # set when health checks run
         self.process: simpy.Process | None = None
 
     # ---- called by other processes
@@ -77,6 +91,16 @@ class Job:
     def storage_changed(self, lost_data: bool) -> None:
         if self.process is not None and self.process.is_alive:
             self.process.interrupt(StorageChanged(self.env.now, lost_data))
+
+    def checkpoint_wanted(self) -> None:
+        """Maintenance is due or a node is to be drained: stop at the next checkpoint."""
+        if self.running and self._computing:
+            self.process.interrupt(CheckpointWanted(self.env.now))
+
+    def health_check(self) -> None:
+        """A health check is due; it runs while the job computes (skipped while it is down)."""
+        if self.running and self._computing:
+            self.process.interrupt(HealthCheck(self.env.now))
 
     def step_time_changed(self) -> None:
         if self.process is not None and self.process.is_alive:
@@ -134,8 +158,11 @@ class Job:
                 slow_step_s=self.step_time.slow_step_s(nodes, replicas),
             )
             t0 = env.now
-            # an elastic job that is short of nodes grows back at its next checkpoint
-            grow_at = 1 if self._can_grow() else None
+            for source in self.idle_paused:
+                source.resume()
+            # an elastic job that is short of nodes grows back at its next checkpoint, and
+            # any job stops at its next checkpoint for maintenance or to drain caught nodes
+            grow_at = 1 if self._stop_wanted() else None
             # with the tier down, train up to the next snapshot, then wait for the tier
             blocked_at = stretch.snapshot_start_s(1) if self.progress.tier_down() else None
             replan = False
@@ -145,8 +172,10 @@ class Job:
                 if blocked_at is not None:
                     target = min(target, blocked_at)
                 try:
+                    self._computing = True
                     yield env.timeout(max(0.0, min(t0 + target, deadline) - env.now))
                 except simpy.Interrupt as interrupt:
+                    self._computing = False
                     cause = interrupt.cause
                     if isinstance(cause, Failure):
                         survives = self.plan.memory_every and len(cause.nodes) == 1
@@ -154,6 +183,14 @@ class Job:
                             stretch, stretch.position(env.now - t0), env.now - t0, memory=survives
                         )
                         return cause
+                    if isinstance(cause, HealthCheck):
+                        self.progress.carry(stretch, stretch.position(env.now - t0), env.now - t0)
+                        failure = yield from self._run_health_check()
+                        if failure is not None:
+                            self.progress.drop()
+                            return failure
+                        replan = True
+                        break
                     if isinstance(cause, StepTimeChanged | StorageChanged):
                         position = stretch.position(env.now - t0)
                         if (
@@ -166,9 +203,10 @@ class Job:
                             self.progress.storage_event(cause, running=True)
                         replan = True
                         break
-                    if grow_at is None and self._can_grow():
+                    if grow_at is None and self._stop_wanted():
                         grow_at = stretch.next_checkpoint(env.now - t0)
                     continue
+                self._computing = False
                 if t0 + target > deadline:
                     self.progress.book(stretch, stretch.position(env.now - t0), env.now - t0)
                     raise HorizonReached
@@ -189,6 +227,11 @@ class Job:
                 break  # a checkpoint boundary where the elastic job grows back
             if replan:
                 continue  # same interval, new step time
+            if self.maintenance_due or self.caught:
+                failure = yield from self._stop_at_checkpoint()
+                if failure is not None:
+                    return failure
+                continue
             grown = self.policy.nodes_to_run(self.cluster.available)
             if grown is not None and grown > nodes:
                 self.cluster.resize(grown)
@@ -214,6 +257,10 @@ class Job:
         for failure in failures:
             self._send_to_repair(failure)
         while True:
+            short = self.plan.nodes - self.cluster.available
+            if short > 0 and self.cluster.pooled and not self.fabric_partitioned:
+                yield from self._wait_for_pool(short)
+                continue
             nodes = self.policy.nodes_to_run(self.cluster.available)
             if nodes is not None and not self.fabric_partitioned:
                 self.cluster.resize(nodes)
@@ -228,12 +275,65 @@ class Job:
             for failure in merged:
                 self._send_to_repair(failure)
 
+    def _wait_for_pool(self, short: int):
+        """Nodes from the cold pool join after host selection, borrowed ones after their
+        preemption; failures meanwhile send more nodes to repair."""
+        start = self.env.now
+        merged: list[Failure] = []
+        yield from self._hold(self.cluster.pool_delay_s(short), "downtime_s", merge=merged.append)
+        self.ledger.node_wait_s += self.env.now - start
+        self._trace("wait for pool nodes", start, self.env.now - start)
+        self.cluster.draw_from_pools(self.plan.nodes - self.cluster.available)
+        for failure in merged:
+            self._send_to_repair(failure)
+
     def _send_to_repair(self, failure: Failure) -> None:
         if failure.replace:
-            for node in failure.nodes:
-                self.cluster.send_to_repair(
-                    node, failure.class_index, failure.repair_mean_s, failure.repair_s
-                )
+            for slot in failure.nodes:
+                self.caught.pop(slot, None)
+                self.cluster.send_to_repair(failure, slot)
+
+    # ---- planned stops: maintenance, draining caught nodes, health checks
+
+    def _stop_wanted(self) -> bool:
+        return self.maintenance_due or bool(self.caught) or self._can_grow()
+
+    def _stop_at_checkpoint(self):
+        """At a checkpoint: maintenance stops the job for its duration; nodes a health check
+        caught leave for repair and spares replace them; then the job restarts (no work is
+        lost: it resumes from the checkpoint just written)."""
+        if self.maintenance_due:
+            self.maintenance_due = False
+            start = self.env.now
+            self._trace("maintenance", start, self.plan.maintenance.duration_s)
+            failure = yield from self._hold(self.plan.maintenance.duration_s, "downtime_s")
+            if failure is not None:
+                return failure
+        drains = [
+            (slot, cls)
+            for slot, (node, cls) in self.caught.items()
+            if self.cluster.filled[slot] and self.cluster.slot_node[slot] == node
+        ]
+        self.caught.clear()
+        for slot, cls in drains:
+            fc = self.plan.failure_classes[cls]
+            self.cluster.send_to_repair(
+                Failure(cls, fc.name, self.env.now, (slot,), 0.0, True, fc.repair_mean_s), slot
+            )
+        self.ledger.nodes_drained += len(drains)
+        yield from self._replace([])
+        return (yield from self._restart())
+
+    def _run_health_check(self):
+        """The check costs the job `cost_minutes`; it catches, with `catch_prob`, each node
+        whose next node-attributable failure would strike within `lead_hours`."""
+        checks = self.plan.health_checks
+        self.ledger.health_checks += 1
+        self._trace("health check", self.env.now, checks.cost_s)
+        for slot, node, cls in self.cluster.failing_within(checks.lead_s):
+            if slot not in self.caught and self.health_rng.random() < checks.catch_prob:
+                self.caught[slot] = (node, cls)
+        return (yield from self._hold(checks.cost_s, "downtime_s"))
 
     def _restart(self):
         """Launch and load the last durable checkpoint; returns a failure that aborted it, or None.
@@ -280,6 +380,8 @@ class Job:
         the horizon raises HorizonReached.
         """
         env = self.env
+        for source in self.idle_paused:
+            source.pause()
         end = env.now + seconds
         deadline = self.plan.horizon_s
         while env.now < end:

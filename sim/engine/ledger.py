@@ -21,6 +21,9 @@ class Ledger:
     checkpoints_lost: int = 0  # snapshots or writes lost before they were durable
     restores_from_backup: int = 0
     restarts: int = 0
+    health_checks: int = 0
+    nodes_drained: int = 0  # caught by a health check and drained at a checkpoint
+    failures_lemon: int = 0  # node-attributable failures of nodes with a fault
     failures: list[int] = field(default_factory=list)
 
     @property

@@ -26,6 +26,40 @@ class FailureClassPlan:
     replace: bool
     repair_mean_s: float
     loses_data: bool = False
+    attributable: bool = False  # a node's fault: lemons and falsely fixed nodes fail more often
+    while_idle: bool = True  # false: strikes only while the job computes
+
+
+@dataclass(frozen=True)
+class RepairPlan:
+    """The repair pipeline in seconds (scenario `repair:`)."""
+
+    auto_s: float
+    escalate_prob: float
+    auto_false_fix_prob: float
+    manual_s: float
+    manual_false_fix_prob: float
+    technicians: int  # 0: unlimited
+    rma_after_manual_repairs: int
+    rma_s: float
+    retire_after_failures: int  # 0: never retire
+    retire_window_s: float
+    return_to: str  # spares | origin
+    misdiagnosis_prob: float
+
+
+@dataclass(frozen=True)
+class HealthCheckPlan:
+    every_s: float
+    cost_s: float
+    catch_prob: float
+    lead_s: float
+
+
+@dataclass(frozen=True)
+class MaintenancePlan:
+    every_s: float
+    duration_s: float
 
 
 @dataclass(frozen=True)
@@ -58,6 +92,15 @@ class ReplicaPlan:
     gpu_hour_usd: float
     failure_classes: tuple[FailureClassPlan, ...]
     fabric: FabricDegradation | None = None  # only when link or switch failures are simulated
+    pool_nodes: int = 0  # cold pool
+    host_selection_s: float = 0.0
+    preemptible_nodes: int = 0
+    preemption_s: float = 0.0
+    lemon_fraction: float = 0.0
+    lemon_multiplier: float = 1.0
+    repair: RepairPlan | None = None  # None: the flat per-class repair_hours
+    health_checks: HealthCheckPlan | None = None
+    maintenance: MaintenancePlan | None = None
     backup_every: int = 0  # 0: no backup tier
     backup_copy_s: float = 0.0
     backup_restore_s: float = 0.0
@@ -65,6 +108,26 @@ class ReplicaPlan:
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def fleet_nodes(self) -> int:
+        """Every node of the cluster: the job's, the warm spares, the cold and preemptible pools."""
+        return self.nodes + self.spare_nodes + self.pool_nodes + self.preemptible_nodes
+
+    @property
+    def faults_matter(self) -> bool:
+        """Whether a node's fault changes its hazard: lemons, false fixes or misdiagnoses."""
+        return self.lemon_multiplier != 1.0 and (
+            self.lemon_fraction > 0
+            or (
+                self.repair is not None
+                and (
+                    self.repair.auto_false_fix_prob > 0
+                    or self.repair.manual_false_fix_prob > 0
+                    or self.repair.misdiagnosis_prob > 0
+                )
+            )
+        )
 
     @property
     def billed_gpus(self) -> int:
@@ -162,9 +225,13 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             replace=f.replaces_nodes,
             repair_mean_s=f.repair_hours * perf.HOUR_S,
             loses_data=f.loses_data,
+            attributable=f.attributable,
+            while_idle=f.while_idle,
         )
         for i, f in enumerate(scenario.failures)
     )
+    cluster, repair = scenario.cluster, scenario.repair
+    health, maintenance = scenario.health_checks, scenario.maintenance
     full_replicas = perf.data_parallel_size(scenario)
     return ReplicaPlan(
         scenario=scenario.name,
@@ -205,5 +272,41 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         backup_restore_s=perf.backup_restore_s(scenario) if scenario.storage.backup else 0.0,
         fabric=FabricDegradation(scenario)
         if any(f.scope in ("link", "switch") for f in scenario.failures)
+        else None,
+        pool_nodes=cluster.pool_nodes,
+        host_selection_s=cluster.host_selection_minutes * 60.0,
+        preemptible_nodes=cluster.preemptible_nodes,
+        preemption_s=cluster.preemption_minutes * 60.0,
+        lemon_fraction=cluster.lemon_fraction,
+        lemon_multiplier=cluster.lemon_rate_multiplier,
+        repair=RepairPlan(
+            auto_s=repair.auto_minutes * 60.0,
+            escalate_prob=repair.escalate_prob,
+            auto_false_fix_prob=repair.auto_false_fix_prob,
+            manual_s=repair.manual_hours * perf.HOUR_S,
+            manual_false_fix_prob=repair.manual_false_fix_prob,
+            technicians=repair.technicians or 0,
+            rma_after_manual_repairs=repair.rma_after_manual_repairs,
+            rma_s=repair.rma_days * perf.DAY_S,
+            retire_after_failures=repair.retire_after_failures or 0,
+            retire_window_s=repair.retire_window_days * perf.DAY_S,
+            return_to=repair.return_to,
+            misdiagnosis_prob=repair.misdiagnosis_prob,
+        )
+        if repair is not None
+        else None,
+        health_checks=HealthCheckPlan(
+            every_s=health.every_hours * perf.HOUR_S,
+            cost_s=health.cost_minutes * 60.0,
+            catch_prob=health.catch_prob,
+            lead_s=health.lead_hours * perf.HOUR_S,
+        )
+        if health is not None
+        else None,
+        maintenance=MaintenancePlan(
+            every_s=maintenance.every_days * perf.DAY_S,
+            duration_s=maintenance.duration_hours * perf.HOUR_S,
+        )
+        if maintenance is not None
         else None,
     )

@@ -22,10 +22,20 @@ from sim.engine.failures import FailureRouter, FailureSource
 from sim.engine.job import Job
 from sim.engine.ledger import Ledger
 from sim.engine.plan import ReplicaPlan
+from sim.engine.repair import RepairShop
 from sim.engine.storage import Storage
 
 # Stream table: fixed ids, only ever appended to (changing one changes every result).
-STREAMS = {"failure_lifetimes": 0, "repair_times": 1, "fabric_repairs": 2, "storage_repairs": 3}
+STREAMS = {
+    "failure_lifetimes": 0,
+    "repair_times": 1,
+    "fabric_repairs": 2,
+    "storage_repairs": 3,
+    "lemons": 4,  # which nodes start with a fault
+    "repair_pipeline": 5,  # stage times and outcomes of the repair pipeline
+    "misdiagnosis": 6,
+    "health_checks": 7,  # which failing nodes a check catches
+}
 
 HOUR_S = 3600.0
 
@@ -62,6 +72,12 @@ class RunRecord:
     restores_from_backup: int
     restarts: int
     nodes_replaced: int
+    nodes_retired: int
+    lemons_retired: int
+    failures_lemon: int
+    nodes_from_pool: int
+    preemptions: int
+    nodes_drained: int
     node_wait_hours: float
     lost_gpu_hours: float
     gpu_hours: float
@@ -108,12 +124,17 @@ def simulate_replica(
     ]
     cluster = Cluster(
         env,
-        plan.nodes,
-        plan.spare_nodes,
+        plan,
         [stream(seed, replica, "repair_times", fc.index) for fc in plan.failure_classes],
         sources,
         on_node_returned=lambda: job_ref[0].node_returned(),
+        lemon_rng=stream(seed, replica, "lemons") if plan.lemon_fraction else None,
+        fault_rng=stream(seed, replica, "misdiagnosis") if plan.repair else None,
     )
+    if plan.repair is not None:
+        cluster.shop = RepairShop(
+            env, plan.repair, cluster, stream(seed, replica, "repair_pipeline")
+        )
     storage = Storage(
         env,
         plan,
@@ -123,6 +144,12 @@ def simulate_replica(
     job_ref.append(job)
     router = FailureRouter(ledger, job)
     router_ref.append(router)
+    job.idle_paused = [src for src in sources if not src.failure_class.while_idle]
+    if plan.health_checks is not None:
+        job.health_rng = stream(seed, replica, "health_checks")
+        env.process(_every(env, plan.health_checks.every_s, job.health_check))
+    if plan.maintenance is not None:
+        env.process(_every(env, plan.maintenance.every_s, lambda: _maintenance_due(job)))
     if plan.backup_every or any(fc.scope == "storage" for fc in plan.failure_classes):
         job.progress.storage = storage
         storage.job = job
@@ -146,10 +173,20 @@ def simulate_replica(
     env.run(until=process)
 
     # finalise
-    assert cluster.active + cluster.spares + cluster.in_repair == plan.nodes + plan.spare_nodes, (
-        "nodes were not conserved"
-    )
+    assert cluster.conserved(), "nodes were not conserved"
     return _record(plan, replica, seed, job, ledger, cluster, storage, env.now, trace)
+
+
+def _every(env: simpy.Environment, period_s: float, action) -> Iterable:
+    """A clock: `action()` every `period_s` of wall time from the start."""
+    while True:
+        yield env.timeout(period_s)
+        action()
+
+
+def _maintenance_due(job: Job) -> None:
+    job.maintenance_due = True
+    job.checkpoint_wanted()
 
 
 def _inject(env: simpy.Environment, strike, failure: Failure):
@@ -198,6 +235,12 @@ def _record(
         restores_from_backup=ledger.restores_from_backup,
         restarts=ledger.restarts,
         nodes_replaced=cluster.nodes_replaced,
+        nodes_retired=cluster.retired,
+        lemons_retired=cluster.lemons_retired,
+        failures_lemon=ledger.failures_lemon,
+        nodes_from_pool=cluster.nodes_from_pool,
+        preemptions=cluster.preemptions,
+        nodes_drained=ledger.nodes_drained,
         node_wait_hours=ledger.node_wait_s / HOUR_S,
         lost_gpu_hours=lost_work_hours * plan.gpus,
         gpu_hours=gpu_hours,
