@@ -524,6 +524,11 @@ class Scenario(_Section):
             )
         self._check_host_memory()
         names = [f.name for f in self.failures]
+        if "lemon" in names:
+            raise KeyPathError(
+                f"failures.{names.index('lemon')}.name",
+                "'lemon' is reserved: failures_lemon counts failures of nodes with a fault",
+            )
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise KeyPathError(

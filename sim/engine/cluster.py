@@ -87,6 +87,9 @@ class Cluster:
                 if source.failure_class.attributable and source.per_node:
                     source.slot_scale = self.slot_scale
         self.history: dict[int, deque[float]] = {}  # failure times per node (retirement)
+        # pool nodes are billed while they serve in the job: since when each one has
+        self._serving_since: dict[int, float] = {}
+        self._pool_serving_s = 0.0
 
     # ---- counts
 
@@ -110,6 +113,11 @@ class Cluster:
             == self.plan.fleet_nodes
         )
 
+    def pool_node_seconds(self) -> float:
+        """Node-seconds pool nodes (cold or preemptible) have served in the job so far."""
+        now = self.env.now
+        return self._pool_serving_s + sum(now - t for t in self._serving_since.values())
+
     def is_faulty(self, slot: int) -> bool:
         return bool(self.faulty[self.slot_node[slot]])
 
@@ -131,6 +139,10 @@ class Cluster:
             self.slot_scale[slots] = np.where(faulty, 1.0 / self.plan.lemon_multiplier, 1.0)
 
     def _enter(self, slots: np.ndarray, node_ids: list[int]) -> None:
+        if self.plan.pool_nodes or self.plan.preemptible_nodes:
+            for node in node_ids:
+                if self.origin[node] != OWNED:
+                    self._serving_since[node] = self.env.now
         self.slot_node[slots] = node_ids
         self.filled[slots] = True
         self.active += slots.size
@@ -140,6 +152,10 @@ class Cluster:
 
     def _leave(self, slots: np.ndarray) -> list[int]:
         node_ids = [int(n) for n in self.slot_node[slots]]
+        for node in node_ids:
+            since = self._serving_since.pop(node, None)
+            if since is not None:
+                self._pool_serving_s += self.env.now - since
         self.filled[slots] = False
         self.slot_node[slots] = -1
         self.active -= slots.size

@@ -208,7 +208,10 @@ def _record(
     wall_s = float(wall_s)
     goodput = ledger.ideal_s / wall_s if wall_s > 0 else math.nan
     lost_work_hours = ledger.lost_work_s / HOUR_S
-    gpu_hours = plan.billed_gpus * wall_s / HOUR_S
+    # the fleet's own nodes are billed for the whole run, pool nodes while they serve the job
+    gpu_hours = (
+        plan.billed_gpus * wall_s + cluster.pool_node_seconds() * plan.gpus_per_node
+    ) / HOUR_S
     return RunRecord(
         scenario=plan.scenario,
         replica=replica,

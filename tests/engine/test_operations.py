@@ -112,6 +112,10 @@ def test_host_selection_adds_exactly_its_minutes():
     assert pooled.node_wait_hours * 3600 == pytest.approx(7 * 60.0)
     assert pooled.nodes_from_pool == 1 and pooled.preemptions == 0
     assert 2 in cluster.slot_node.tolist()  # the pool's node (id 2) serves in the job
+    # billed: the job's 2 nodes (4 GPUs) all along, the pool node (2 GPUs) from when it joined
+    # (failure 250 s + detection 60 s + host selection 420 s)
+    wall_s = pooled.wall_hours * 3600
+    assert pooled.gpu_hours * 3600 == pytest.approx(4 * wall_s + 2 * (wall_s - 730.0))
 
 
 def test_preemptible_nodes_come_last_and_after_their_delay():
