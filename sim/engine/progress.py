@@ -157,6 +157,8 @@ class Progress:
         """Carry the work up to the newest in-memory checkpoint of the current window (and the
         not yet durable work it builds on); lose the rest. False if there is none."""
         w = position.snapshots
+        if w == stretch.checkpoints and w > position.checkpoints:
+            return self._roll_back_to_final_window(stretch, position)
         newest = stretch.progress(w + 1, position.window_s)[2]
         if newest is None:
             return False
@@ -189,6 +191,31 @@ class Progress:
         self.next_compute_s, self.next_other_s = carried_compute, carried_other
         self.done_steps, self.snapped_s = float(boundary), 0.0
         self.resume_step = base
+        self.from_memory = True
+        return True
+
+    def _roll_back_to_final_window(self, stretch: Stretch, position) -> bool:
+        """Every snapshot of the stretch was taken and the last (the run's final one) still
+        drained: no window follows it, and the newest in-memory checkpoint is at its step.
+        Its window's work is carried (all of its steps done) and the snapshot is taken
+        again; the drain waited for so far is lost."""
+        w = position.snapshots
+        _, steps = stretch.window_steps(w)
+        compute = position.last_window_compute_s
+        other = position.last_window_s - position.last_window_compute_s
+        if w == 1:  # its window began before this stretch
+            compute += self.next_compute_s
+            other += self.next_other_s
+        self.ledger.checkpoints_lost += 1
+        if self.pending is not None:  # its drain dies with the job; its work is in memory
+            compute += self.pending.compute_s
+            other += self.pending.other_s
+            self.pending = None
+            self.ledger.checkpoints_lost += 1
+        self.ledger.lost_work_s += position.window_s
+        self.next_compute_s, self.next_other_s = compute, other
+        self.done_steps, self.snapped_s = float(steps), 0.0
+        self.resume_step = stretch.step_at_checkpoint(w - 1)
         self.from_memory = True
         return True
 
