@@ -58,7 +58,9 @@ def describe(values: pd.Series) -> dict[str, float]:
 
 
 def metrics_of(table: pd.DataFrame) -> list[str]:
-    return METRICS + sorted(c for c in table.columns if c.startswith("failures_"))
+    return METRICS + sorted(
+        c for c in table.columns if c.startswith("failures_") and c not in METRICS
+    )
 
 
 def summarize(table: pd.DataFrame, swept_keys: list[str] | None = None) -> pd.DataFrame:

@@ -131,7 +131,8 @@ def validate(scenarios, overrides) -> None:
         print(f"ok: {path} ({loaded.name}{extra})")
         _warn(hopeless)
     if bad:
-        print(f"{bad} of {len(scenarios)} scenario files are invalid", file=sys.stderr)
+        if len(scenarios) > 1:
+            print(f"{bad} of {len(scenarios)} scenario files are invalid", file=sys.stderr)
         click.get_current_context().exit(2)
 
 

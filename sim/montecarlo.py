@@ -164,7 +164,9 @@ def run(
 
 def _table(rows: list[dict], swept_keys: list[str]) -> pd.DataFrame:
     table = pd.DataFrame(rows)
-    class_columns = sorted(c for c in table.columns if c.startswith("failures_"))
+    class_columns = sorted(
+        c for c in table.columns if c.startswith("failures_") and c not in COLUMNS
+    )
     order = COLUMNS + class_columns + swept_keys + ["error"]
     for column in order:
         if column not in table:

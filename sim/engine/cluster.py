@@ -119,7 +119,9 @@ class Cluster:
         return self._pool_serving_s + sum(now - t for t in self._serving_since.values())
 
     def is_faulty(self, slot: int) -> bool:
-        return bool(self.faulty[self.slot_node[slot]])
+        """Whether the node serving in `slot` has a fault (False for an empty slot)."""
+        node = self.slot_node[slot]
+        return node >= 0 and bool(self.faulty[node])
 
     # ---- the job's slots
 

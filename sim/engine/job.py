@@ -93,7 +93,8 @@ class Job:
             self.process.interrupt(StorageChanged(self.env.now, lost_data))
 
     def checkpoint_wanted(self) -> None:
-        """Maintenance is due or a node is to be drained: stop at the next checkpoint."""
+        """Maintenance is due: stop at the next checkpoint (nodes a health check caught are
+        drained at the checkpoint the job is heading for anyway)."""
         if self.running and self._computing:
             self.process.interrupt(CheckpointWanted(self.env.now))
 
@@ -302,13 +303,15 @@ class Job:
         """At a checkpoint: maintenance stops the job for its duration; nodes a health check
         caught leave for repair and spares replace them; then the job restarts (no work is
         lost: it resumes from the checkpoint just written)."""
+        merged: list[Failure] = []
         if self.maintenance_due:
             self.maintenance_due = False
             start = self.env.now
-            self._trace("maintenance", start, self.plan.maintenance.duration_s)
-            failure = yield from self._hold(self.plan.maintenance.duration_s, "downtime_s")
-            if failure is not None:
-                return failure
+            # nodes that fail during the window go to repair when it ends
+            yield from self._hold(
+                self.plan.maintenance.duration_s, "downtime_s", merge=merged.append
+            )
+            self._trace("maintenance", start, self.env.now - start)
         drains = [
             (slot, cls)
             for slot, (node, cls) in self.caught.items()
@@ -321,7 +324,7 @@ class Job:
                 Failure(cls, fc.name, self.env.now, (slot,), 0.0, True, fc.repair_mean_s), slot
             )
         self.ledger.nodes_drained += len(drains)
-        yield from self._replace([])
+        yield from self._replace(merged)
         return (yield from self._restart())
 
     def _run_health_check(self):
