@@ -334,7 +334,10 @@ class Job:
         self.ledger.health_checks += 1
         self._trace("health check", self.env.now, checks.cost_s)
         for slot, node, cls in self.cluster.failing_within(checks.lead_s):
-            if slot not in self.caught and self.health_rng.random() < checks.catch_prob:
+            # one draw per failing node, caught before or not: the draws stay in step across
+            # sweep points of catch_prob (common random numbers)
+            catch = self.health_rng.random() < checks.catch_prob
+            if catch and slot not in self.caught:
                 self.caught[slot] = (node, cls)
         return (yield from self._hold(checks.cost_s, "downtime_s"))
 
