@@ -154,10 +154,11 @@ class Cluster:
 
     def _leave(self, slots: np.ndarray) -> list[int]:
         node_ids = [int(n) for n in self.slot_node[slots]]
-        for node in node_ids:
-            since = self._serving_since.pop(node, None)
-            if since is not None:
-                self._pool_serving_s += self.env.now - since
+        if self._serving_since:
+            for node in node_ids:
+                since = self._serving_since.pop(node, None)
+                if since is not None:
+                    self._pool_serving_s += self.env.now - since
         self.filled[slots] = False
         self.slot_node[slots] = -1
         self.active -= slots.size
