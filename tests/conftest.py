@@ -6,9 +6,12 @@ steps, a 10 GB checkpoint written at 1 GB/s (10 s) and loaded at 2 GB/s (5 s).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -79,3 +82,88 @@ def tiny(**changes: Any) -> Scenario:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+# --------------------------------------------------------------------------- independent checks
+#
+# Helpers that recount what a RunRecord reports from something the engine did not add up
+# itself: the failures its sources actually emitted, and the timeline it traced.
+
+# event kinds booked to downtime; the node waits among them are the record's node wait
+TIMELINE_NODE_WAITS = ("wait for nodes", "wait for pool nodes")
+TIMELINE_DOWNTIME = (
+    "detect",
+    "restart",
+    "rescale",
+    "wait for storage",
+    "maintenance",
+    "health check",
+    *TIMELINE_NODE_WAITS,
+)
+
+
+@contextlib.contextmanager
+def recorded_strikes() -> Iterator[list]:
+    """Record every Failure the engine's failure sources emit (their time and class), before
+    the engine decides whether to count it. Injected failures do not pass through here."""
+    from sim.engine import simulate
+    from sim.engine.failures import FailureSource
+
+    log: list = []
+
+    class Recording(FailureSource):
+        def __init__(self, env, failure_class, nodes, gpus_per_node, rng, strike):
+            def recorded(failure):
+                log.append(failure)
+                strike(failure)
+
+            super().__init__(env, failure_class, nodes, gpus_per_node, rng, recorded)
+
+    with mock.patch.object(simulate, "FailureSource", Recording):
+        yield log
+
+
+def timeline_problems(record, tol_s: float = 1e-6) -> list[str]:
+    """How the record's timeline disagrees with its own figures (empty when it agrees).
+
+    The events of the one job track must tile [0, wall] without gaps or overlaps; the
+    durations of each kind must add up to the record's buckets (train = ideal + slowdown +
+    checkpoint stall, lost work, the downtime kinds = downtime, node waits = node wait);
+    there is one restart event per restart."""
+    events = record.timeline
+    wall_s = record.wall_hours * 3600
+    problems = []
+    unknown = {e["name"] for e in events} - {"train", "lost work", *TIMELINE_DOWNTIME}
+    if unknown:
+        problems.append(f"unknown event kinds {sorted(unknown)}")
+
+    def total(*names: str) -> float:
+        return sum(e["duration_s"] for e in events if e["name"] in names)
+
+    buckets = {
+        "train": (
+            total("train"),
+            record.ideal_hours + record.slowdown_hours + record.checkpoint_stall_hours,
+        ),
+        "lost work": (total("lost work"), record.lost_work_hours),
+        "downtime": (total(*TIMELINE_DOWNTIME), record.downtime_hours),
+        "node waits": (total(*TIMELINE_NODE_WAITS), record.node_wait_hours),
+    }
+    for name, (traced_s, hours) in buckets.items():
+        if abs(traced_s - hours * 3600) > tol_s:
+            problems.append(f"{name}: traced {traced_s:.6f} s, recorded {hours * 3600:.6f} s")
+    end_s = 0.0
+    for e in sorted(events, key=lambda e: (e["start_s"], e["duration_s"])):
+        if e["start_s"] > end_s + tol_s:
+            problems.append(f"gap {end_s:.6f}-{e['start_s']:.6f} s before {e['name']!r}")
+        elif e["start_s"] < end_s - tol_s:
+            problems.append(
+                f"{e['name']!r} at {e['start_s']:.6f} s overlaps what ends at {end_s:.6f} s"
+            )
+        end_s = e["start_s"] + e["duration_s"]
+    if abs(end_s - wall_s) > tol_s:
+        problems.append(f"the last event ends at {end_s:.6f} s, the wall clock at {wall_s:.6f} s")
+    restarts = sum(e["name"] == "restart" for e in events)
+    if restarts != record.restarts:
+        problems.append(f"{restarts} restart events, {record.restarts} restarts recorded")
+    return problems
