@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
-from sim import perf
+from sim import __version__, perf
 from sim.montecarlo import COLUMNS
 from sim.perf import daly_expected_wall_s, daly_interval_s, young_interval_s
 from sim.scenario import Scenario, ScenarioSet
@@ -58,9 +60,12 @@ def describe(values: pd.Series) -> dict[str, float]:
 
 
 def metrics_of(table: pd.DataFrame) -> list[str]:
-    return METRICS + sorted(
-        c for c in table.columns if c.startswith("failures_") and c not in METRICS
-    )
+    return metrics_of_names(list(table.columns))
+
+
+def metrics_of_names(names: list[str]) -> list[str]:
+    """The public metrics, then a failures_<class> column per failure class."""
+    return METRICS + sorted(c for c in names if c.startswith("failures_") and c not in METRICS)
 
 
 def summarize(table: pd.DataFrame, swept_keys: list[str] | None = None) -> pd.DataFrame:
@@ -83,10 +88,39 @@ def summarize(table: pd.DataFrame, swept_keys: list[str] | None = None) -> pd.Da
     return pd.DataFrame(records)
 
 
+def summarize_file(path: str | Path, swept_keys: list[str] | None = None) -> pd.DataFrame:
+    """`summarize` of a replicas.parquet, reading one metric column at a time: memory does
+    not grow with the columns (and little with the replicas)."""
+    swept_keys = swept_keys or []
+    names = pq.read_schema(path).names
+    base = pd.read_parquet(path, columns=["point", "finished", "error", *swept_keys])
+    ok = base[base["error"] == ""]
+    groups = list(ok.groupby("point", sort=True).groups.items())
+    params = {point: {k: ok.loc[index[0], k] for k in swept_keys} for point, index in groups}
+    records = {point: [] for point, _ in groups}
+    for metric in metrics_of_names(names):
+        values = pd.read_parquet(path, columns=[metric])[metric]
+        for point, index in groups:
+            records[point].append(
+                {"point": point, **params[point], "metric": metric, **describe(values[index])}
+            )
+    for point, index in groups:
+        finished = ok.loc[index, "finished"].astype(float)
+        records[point].append(
+            {"point": point, **params[point], "metric": "finished_fraction", **describe(finished)}
+        )
+    return pd.DataFrame([r for point, _ in groups for r in records[point]])
+
+
 def summary_json(
-    scenario_set: ScenarioSet, table: pd.DataFrame, summary: pd.DataFrame, replicas: int
+    scenario_set: ScenarioSet,
+    table: pd.DataFrame,
+    summary: pd.DataFrame,
+    replicas: int,
+    seed: int | None = None,
 ) -> dict[str, Any]:
-    """The documented `--json` document: scenario, replicas, and per point its params and metrics."""
+    """The documented `--json` document: scenario, replicas, and per point its params and
+    metrics (`table` needs only the point, finished and error columns)."""
     points = []
     for point in scenario_set.points:
         rows = summary[summary["point"] == point.index]
@@ -104,7 +138,13 @@ def summary_json(
                 "metrics": metrics,
             }
         )
-    return {"scenario": scenario_set.name, "replicas": replicas, "points": points}
+    return {
+        "scenario": scenario_set.name,
+        "replicas": replicas,
+        "seed": seed,
+        "trainsim_version": __version__,
+        "points": points,
+    }
 
 
 def _json_number(value: float) -> float | None:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sim import analysis, feasibility, perf
-from sim.api import RunOutcome, run_scenario
+from sim.api import RunInterrupted, RunOutcome, resume_run, run_scenario
 from sim.scenario import MAX_SEED, ScenarioError, load_scenario
 
 SUMMARY_METRICS = [
@@ -54,8 +54,21 @@ def app() -> None:
     """trainsim: how long will this training run really take, and what will it cost?"""
 
 
+executor_option = click.option(
+    "--executor",
+    type=click.Choice(["serial", "processes", "dask"]),
+    help="Where replicas run [scenario's simulation.executor, else processes].",
+)
+scheduler_option = click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="With --executor dask: a running Dask scheduler, e.g. tcp://host:8786 "
+    "[a local cluster of --workers processes].",
+)
+
+
 @app.command()
-@scenario_argument
+@click.argument("scenario", required=False, type=click.Path(path_type=Path))
 @click.option(
     "--replicas",
     type=click.IntRange(min=1),
@@ -67,6 +80,8 @@ def app() -> None:
     help="Base seed [scenario's simulation.seed].",
 )
 @click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
+@executor_option
+@scheduler_option
 @set_option
 @click.option(
     "--param",
@@ -82,6 +97,12 @@ def app() -> None:
     show_default=True,
     help="Results root.",
 )
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path),
+    metavar="RUN_DIR",
+    help="Finish an interrupted run (instead of SCENARIO): only its missing replicas run.",
+)
 @json_option
 @click.option("--timeline", is_flag=True, help="Also write timeline.json (replica 0) for Perfetto.")
 @click.option("--figures/--no-figures", default=True, show_default=True, help="Write figures/.")
@@ -89,24 +110,61 @@ def app() -> None:
     "--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr."
 )
 def run(
-    scenario, replicas, seed, workers, overrides, params, out, as_json, timeline, figures, progress
+    scenario,
+    replicas,
+    seed,
+    workers,
+    executor,
+    scheduler,
+    overrides,
+    params,
+    out,
+    resume,
+    as_json,
+    timeline,
+    figures,
+    progress,
 ) -> None:
-    """Monte Carlo over seeded replicas (and sweep points); writes OUT/<name>/<run-id>/."""
-    outcome = run_scenario(
-        scenario,
-        overrides=list(overrides),
-        params=list(params),
-        replicas=replicas,
-        seed=seed,
-        workers=workers,
-        out=out,
-        progress=progress,
-        figures=figures,
-        timeline=timeline,
-    )
+    """Monte Carlo over seeded replicas (and sweep points); writes OUT/<name>/<run-id>/.
+
+    Ctrl-C (or SIGTERM) keeps what finished and exits 130; --resume RUN_DIR completes it.
+    """
+    if (scenario is None) == (resume is None):
+        raise click.UsageError("give a SCENARIO file, or --resume RUN_DIR (not both)")
+    if resume is not None and (replicas or seed is not None or overrides or params):
+        raise click.UsageError(
+            "--resume takes the scenario, seed and replicas from RUN_DIR: "
+            "drop --replicas, --seed, --set and --param"
+        )
+    try:
+        if resume is not None:
+            outcome = resume_run(resume, workers, executor, progress, figures, scheduler)
+        else:
+            outcome = run_scenario(
+                scenario,
+                overrides=list(overrides),
+                params=list(params),
+                replicas=replicas,
+                seed=seed,
+                workers=workers,
+                executor=executor,
+                out=out,
+                progress=progress,
+                figures=figures,
+                timeline=timeline,
+                scheduler=scheduler,
+            )
+    except RunInterrupted as stop:
+        print(
+            f"interrupted ({stop.cause.signal_name}): {stop.cause.done:,} of "
+            f"{stop.cause.total:,} replicas done and kept in {stop.run_dir}\n"
+            f"resume with: trainsim run --resume {stop.run_dir}",
+            file=sys.stderr,
+        )
+        sys.exit(130)
     _warn(outcome.problems)
     if as_json:
-        print(json.dumps(outcome.summary_doc))
+        print(json.dumps(outcome.summary_doc, default=_json_default))
         return
     _print_run(outcome)
 

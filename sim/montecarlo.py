@@ -4,16 +4,30 @@ Replica r uses the same random streams at every sweep point (common random
 numbers) and for every executor and worker count, so results are identical
 however the work is split. A replica that raises becomes an error row (its
 exception text in `error`) and a loud warning, never a dead sweep.
+
+Chunks go to a `sink` as they finish (the run directory's parts), so the caller
+never has to hold every row. SIGINT or SIGTERM stops scheduling, lets running
+chunks end at their next replica, hands what finished to the sink and raises
+`Interrupted`. A worker process that dies (the OOM killer) costs only its chunks:
+they are retried once in a fresh pool, then recorded as error rows.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import dataclasses
 import math
+import multiprocessing
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +35,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from sim.engine import ReplicaPlan, build_plan, simulate_replica
+from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.scenario import ScenarioSet
 
 # The public columns of replicas.parquet, in order (docs/metrics.md defines each).
@@ -61,7 +75,21 @@ COLUMNS = [
     "cost_usd",
 ]
 
-EXECUTORS = ("serial", "processes")
+EXECUTORS = ("serial", "processes", "dask")
+Sink = Callable[[int, int, pd.DataFrame], None]  # (point, first replica, rows)
+
+# Count columns (ints in RunRecord): nullable, so that error rows keep one schema.
+COUNT_COLUMNS = frozenset(
+    f.name for f in dataclasses.fields(RunRecord) if f.type in ("int", int)
+) - {"replica", "seed"}
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM stopped the run; the chunks that finished went to the sink."""
+
+    def __init__(self, signal_name: str, done: int, total: int):
+        self.signal_name, self.done, self.total = signal_name, done, total
+        super().__init__(f"{signal_name}: {done} of {total} replicas done")
 
 
 @dataclass(frozen=True)
@@ -72,41 +100,116 @@ class Chunk:
     first_replica: int
     replicas: int
     seed: int
+    swept_keys: tuple[str, ...] = ()
+    types: tuple[tuple[str, str], ...] = ()  # the swept columns' types
 
 
-def run_chunk(chunk: Chunk) -> list[dict]:
-    """Simulate a chunk of replicas of one point (runs in a worker process)."""
+# A worker's stop flag (set by the parent on SIGINT/SIGTERM), installed by `_init_worker`.
+_STOP: Any = None
+
+
+def _init_worker(stop: Any) -> None:
+    """Pool workers: leave Ctrl-C to the parent, stop between replicas when it says so, and
+    die with the parent (Linux: PR_SET_PDEATHSIG) instead of living on as orphans."""
+    global _STOP
+    _STOP = stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):  # no glibc (musl): orphans end with the pool's pipe
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_chunk(chunk: Chunk, stop: Any = None) -> list[dict]:
+    """Simulate a chunk of replicas of one point (in a worker). Stops early, returning the
+    replicas done so far, when the stop flag is set."""
+    stop = stop if stop is not None else _STOP
     rows = []
     for replica in range(chunk.first_replica, chunk.first_replica + chunk.replicas):
+        if stop is not None and stop.is_set():
+            break
         try:
             row = simulate_replica(chunk.plan, replica, chunk.seed).row()
             row["error"] = ""
         except Exception as exc:  # noqa: BLE001 - a bad replica must not kill the sweep
-            last = traceback.extract_tb(exc.__traceback__)[-1]
-            row = {
-                "scenario": chunk.plan.scenario,
-                "replica": replica,
-                "seed": chunk.seed,
-                "finished": False,
-                "error": f"{type(exc).__name__}: {exc} ({last.filename}:{last.lineno})",
-            }
+            row = error_row(chunk, replica, exc)
         row["point"] = chunk.point
         row.update(chunk.params)
         rows.append(row)
     return rows
 
 
-def chunks(scenario_set: ScenarioSet, replicas: int, seed: int, chunk_size: int) -> Iterator[Chunk]:
+def run_chunk_table(chunk: Chunk, stop: Any = None) -> pd.DataFrame:
+    """`run_chunk` as a table with the public schema, built where the chunk ran."""
+    return chunk_table(chunk, run_chunk(chunk, stop))
+
+
+def chunk_table(chunk: Chunk, rows: list[dict]) -> pd.DataFrame:
+    return frame_of(rows, list(chunk.swept_keys), dict(chunk.types))
+
+
+def error_row(chunk: Chunk, replica: int, exc: BaseException | str) -> dict:
+    if isinstance(exc, BaseException):
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+        text = f"{type(exc).__name__}: {exc}{where}"
+    else:
+        text = exc
+    return {
+        "scenario": chunk.plan.scenario,
+        "replica": replica,
+        "seed": chunk.seed,
+        "finished": False,
+        "error": text,
+        "point": chunk.point,
+        **chunk.params,
+    }
+
+
+def chunks(
+    scenario_set: ScenarioSet,
+    replicas: int,
+    seed: int,
+    chunk_size: int,
+    done: dict[int, set[int]] | None = None,
+    points: range | None = None,
+) -> Iterator[Chunk]:
+    """The chunks still to run: every point (or a slice) × replicas, less those done."""
+    done = done or {}
+    keys = tuple(scenario_set.swept_keys)
+    types = tuple(sweep_types(scenario_set).items())
     for point in scenario_set.points:
+        if points is not None and point.index not in points:
+            continue
+        have = done.get(point.index, set())
+        missing = [r for r in range(replicas) if r not in have]
+        if not missing:
+            continue
         plan = build_plan(point.scenario)
-        for first in range(0, replicas, chunk_size):
-            yield Chunk(
-                point.index, point.params, plan, first, min(chunk_size, replicas - first), seed
-            )
+        for first, count in _runs(missing, chunk_size):
+            yield Chunk(point.index, point.params, plan, first, count, seed, keys, types)
+
+
+def _runs(replicas: list[int], size: int) -> Iterator[tuple[int, int]]:
+    """Consecutive runs of replica numbers, cut into pieces of at most `size`."""
+    start = prev = replicas[0]
+    for r in [*replicas[1:], None]:
+        if r is not None and r == prev + 1 and r - start < size:
+            prev = r
+            continue
+        yield start, prev - start + 1
+        if r is not None:
+            start = prev = r
 
 
 def default_workers() -> int:
     return os.cpu_count() or 1
+
+
+def default_chunk_size(replicas: int, workers: int) -> int:
+    """Small enough to spread the work and to stop within a chunk's time, big enough
+    that scheduling costs little."""
+    return max(1, min(200, math.ceil(replicas / (4 * workers))))
 
 
 def run(
@@ -117,10 +220,18 @@ def run(
     executor: str | None = None,
     progress: bool = True,
     chunk_size: int | None = None,
-) -> pd.DataFrame:
-    """Simulate every replica of every sweep point; one row per (point, replica).
+    sink: Sink | None = None,
+    done: dict[int, set[int]] | None = None,
+    points: range | None = None,
+    scheduler: str | None = None,
+) -> pd.DataFrame | None:
+    """Simulate every replica of every sweep point (or the `points` slice, less the replicas
+    `done` already has); one row per (point, replica).
 
-    `executor` is "serial" or "processes" (default: processes when workers > 1).
+    Without a `sink` the rows come back as one table. With a sink, each finished chunk
+    goes to it as a table and nothing is returned. `executor` is serial, processes
+    (default when workers > 1) or dask (`scheduler`: the address of a running
+    cluster, else a local one).
     """
     base = scenario_set.base.simulation
     replicas = base.replicas if replicas is None else replicas
@@ -131,38 +242,183 @@ def run(
     executor = executor or ("processes" if workers > 1 else "serial")
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; expected one of {', '.join(EXECUTORS)}")
-    total = replicas * len(scenario_set.points)
-    if chunk_size is None:
-        chunk_size = max(1, min(500, math.ceil(replicas / (4 * workers))))
+    chunk_size = chunk_size or default_chunk_size(replicas, workers)
+    todo = list(chunks(scenario_set, replicas, seed, chunk_size, done, points))
+    total = sum(c.replicas for c in todo)
+    types = sweep_types(scenario_set)
+    frames: list[pd.DataFrame] = []
+    errors = [0, 0, ""]  # error rows, rows, first error
 
-    rows: list[dict] = []
-    with _progress_bar(progress, total, scenario_set.name) as advance:
-        work = chunks(scenario_set, replicas, seed, chunk_size)
-        if executor == "serial":
-            for chunk in work:
-                rows.extend(run_chunk(chunk))
-                advance(chunk.replicas)
+    def deliver(chunk: Chunk, frame: pd.DataFrame) -> None:
+        if not len(frame):
+            return
+        failed = frame[frame["error"] != ""]
+        if len(failed) and not errors[0]:
+            errors[2] = (
+                f"point {failed['point'].iloc[0]} replica {failed['replica'].iloc[0]}: "
+                f"{failed['error'].iloc[0]}"
+            )
+        errors[0] += len(failed)
+        errors[1] += len(frame)
+        if sink is None:
+            frames.append(frame)
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(run_chunk, chunk) for chunk in work]
-                for future in as_completed(futures):
-                    chunk_rows = future.result()
-                    rows.extend(chunk_rows)
-                    advance(len(chunk_rows))
+            sink(chunk.point, chunk.first_replica, frame)
 
-    table = _table(rows, scenario_set.swept_keys)
-    errors = table[table["error"] != ""]
-    if len(errors):
+    with _progress_bar(progress, total, scenario_set.name) as advance, _Signals() as signals:
+        if executor == "serial":
+            _run_serial(todo, deliver, advance, signals)
+        elif executor == "processes":
+            _run_processes(todo, workers, deliver, advance, signals)
+        else:
+            from sim.dask_executor import run_dask
+
+            run_dask(todo, workers, scheduler, deliver, advance, signals)
+        if signals.caught:
+            raise Interrupted(signals.caught, errors[1], total)
+
+    if errors[0]:
         print(
-            f"WARNING: {len(errors)} of {len(table)} replicas raised and are error rows; "
-            f"first: point {errors['point'].iloc[0]} replica {errors['replica'].iloc[0]}: "
-            f"{errors['error'].iloc[0]}",
+            f"WARNING: {errors[0]} of {errors[1]} replicas raised and are error rows; "
+            f"first: {errors[2]}",
             file=sys.stderr,
         )
-    return table
+    if sink is not None:
+        return None
+    if not frames:
+        return frame_of([], scenario_set.swept_keys, types)
+    table = pd.concat(frames, ignore_index=True)
+    return table.sort_values(["point", "replica"], kind="stable").reset_index(drop=True)
 
 
-def _table(rows: list[dict], swept_keys: list[str]) -> pd.DataFrame:
+def _run_serial(todo: list[Chunk], deliver, advance, signals: _Signals) -> None:
+    for chunk in todo:
+        if signals.stop.is_set():
+            break
+        frame = run_chunk_table(chunk, signals.stop)
+        deliver(chunk, frame)
+        advance(len(frame))
+
+
+def _run_processes(todo: list[Chunk], workers: int, deliver, advance, signals: _Signals) -> None:
+    """A process pool with at most two chunks per worker in flight. A pool broken by a dead
+    worker is replaced; the chunks in flight when it broke are tried once more, then
+    recorded as error rows."""
+    attempts = [0] * len(todo)
+    queue = list(range(len(todo)))  # chunk indices still to run, in order
+    context = multiprocessing.get_context()
+    stop = context.Event()
+    signals.on_stop = stop.set
+    while queue and not signals.stop.is_set():
+        pool = ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(stop,)
+        )
+        in_flight: dict[Future, int] = {}
+        broken = False
+        try:
+            while (queue or in_flight) and not signals.stop.is_set():
+                while queue and len(in_flight) < 2 * workers:  # one queued behind each
+                    i = queue.pop(0)
+                    in_flight[pool.submit(run_chunk_table, todo[i])] = i
+                finished, _ = wait(in_flight, timeout=0.2, return_when=FIRST_COMPLETED)
+                while queue and not broken and len(in_flight) - len(finished) < 2 * workers:
+                    i = queue.pop(0)  # keep the workers busy while this process writes
+                    in_flight[pool.submit(run_chunk_table, todo[i])] = i
+                for future in finished:
+                    i = in_flight.pop(future)
+                    try:
+                        rows = future.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        attempts[i] += 1
+                        if attempts[i] < 2:
+                            queue.insert(0, i)
+                            continue
+                        chunk = todo[i]
+                        rows = [
+                            error_row(chunk, r, "worker process died twice (out of memory?)")
+                            for r in range(
+                                chunk.first_replica, chunk.first_replica + chunk.replicas
+                            )
+                        ]
+                    deliver(todo[i], rows)
+                    advance(len(rows))
+                if broken and not in_flight:
+                    break  # the pool is broken: start a fresh one
+            # stopping: chunks in flight end at their next replica and hand in what they did
+            for future, i in in_flight.items():
+                try:
+                    rows = future.result(timeout=3.0)
+                except Exception:  # noqa: BLE001 - broken or too slow: resume runs it again
+                    continue
+                deliver(todo[i], rows)
+                advance(len(rows))
+        finally:
+            _shutdown(pool, signals.stop.is_set())
+        queue.sort()
+
+
+def _shutdown(pool: ProcessPoolExecutor, hurry: bool) -> None:
+    """Shut the pool down; after a stop, workers still busy after a few seconds are killed."""
+    if not hurry:
+        pool.shutdown(wait=True)
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + 3.0
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+
+
+class _Signals:
+    """SIGINT and SIGTERM set a stop flag instead of killing the run (main thread only)."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self.caught = ""
+        self.on_stop: Callable[[], None] | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting
+        self.caught = signal.Signals(signum).name
+        self.stop.set()
+        if self.on_stop is not None:
+            self.on_stop()
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def sweep_types(scenario_set: ScenarioSet) -> dict[str, str]:
+    """One column type per swept key, from all its values: every chunk writes the same
+    schema (bool, int64, float64, or string)."""
+    types = {}
+    for key in scenario_set.swept_keys:
+        values = [p.params[key] for p in scenario_set.points]
+        if all(isinstance(v, bool) for v in values):
+            types[key] = "bool"
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            types[key] = "int64"
+        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            types[key] = "float64"
+        else:
+            types[key] = "string"
+    return types
+
+
+def frame_of(rows: list[dict], swept_keys: list[str], types: dict[str, str]) -> pd.DataFrame:
+    """Rows as a table with the public columns in order and one schema for every chunk."""
     table = pd.DataFrame(rows)
     class_columns = sorted(
         c for c in table.columns if c.startswith("failures_") and c not in COLUMNS
@@ -174,6 +430,18 @@ def _table(rows: list[dict], swept_keys: list[str]) -> pd.DataFrame:
     table = table[order + [c for c in table.columns if c not in order]]
     table = table.sort_values(["point", "replica"], kind="stable").reset_index(drop=True)
     table["finished"] = table["finished"].astype(bool)
+    for column in ("point", "replica", "seed"):
+        table[column] = table[column].astype("int64")
+    for column in [*COUNT_COLUMNS, *class_columns]:
+        if column in table:
+            table[column] = table[column].astype("Int64")
+    for column in ("scenario", "error"):
+        table[column] = table[column].astype(str)
+    for key in swept_keys:
+        if types.get(key) == "string":
+            table[key] = table[key].map(str)
+        elif key in types:
+            table[key] = table[key].astype(types[key])
     return table
 
 

@@ -424,6 +424,8 @@ class SimulationConfig(_Section):
     replicas: Count = 1000
     seed: Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)] = 0
     horizon_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 730.0
+    # serial | processes | dask (None: processes with more than one worker, else serial)
+    executor: Literal["serial", "processes", "dask"] | None = None
 
 
 class Scenario(_Section):
