@@ -79,9 +79,13 @@ def run_scenario(
     figures: bool = True,
     timeline: bool = False,
     scheduler: str | None = None,
+    points: range | None = None,
+    target_ci: float | None = None,
 ) -> RunOutcome:
-    """Run every sweep point of a scenario; stream into `out/<name>/<run-id>/` when `out`
-    is given (else keep the table in memory)."""
+    """Run every sweep point of a scenario (or the `points` slice); stream into
+    `out/<name>/<run-id>/` when `out` is given (else keep the table in memory). With
+    `target_ci`, replicas are added per point until the mean time to train is known to
+    that relative 95% half-width (at most `replicas`)."""
     scenario_set = (
         scenario
         if isinstance(scenario, ScenarioSet)
@@ -94,13 +98,26 @@ def run_scenario(
     workers = default_workers() if workers is None else workers
     executor = executor or base.executor or ("processes" if workers > 1 else "serial")
     if out is None:
+        if points is not None or target_ci is not None:
+            raise ValueError("points slices and target_ci need a run directory (out)")
         table = run_montecarlo(
             scenario_set, replicas, seed, workers, executor, progress, scheduler=scheduler
         )
         summary = analysis.summarize(table, scenario_set.swept_keys)
         doc = analysis.summary_json(scenario_set, table, summary, replicas, seed)
         return RunOutcome(scenario_set, summary, doc, None, problems, table)
-    run = RunDir.create(out, scenario_set, seed, replicas, executor, workers)
+    extra: dict[str, Any] = {}
+    if points is not None:
+        if not 0 <= points.start < points.stop <= len(scenario_set.points):
+            raise ScenarioError(
+                "--points",
+                f"{points.start}:{points.stop}",
+                f"expected I:J with 0 <= I < J <= {len(scenario_set.points)} (the sweep's points)",
+            )
+        extra["points_slice"] = [points.start, points.stop]
+    if target_ci is not None:
+        extra["target_ci"] = target_ci
+    run = RunDir.create(out, scenario_set, seed, replicas, executor, workers, extra)
     return _complete(run, scenario_set, progress, figures, timeline, problems, scheduler)
 
 
@@ -139,29 +156,99 @@ def _complete(
 ) -> RunOutcome:
     manifest = run.manifest
     seed, replicas = manifest["seed"], manifest["replicas"]
-    try:
+    points = _slice(manifest)
+
+    def simulate(count: int, which) -> None:
         run_montecarlo(
             scenario_set,
-            replicas,
+            count,
             seed,
             manifest["workers"],
             manifest["executor"],
             progress,
             sink=run.write_part,
             done=run.done(),
+            points=which,
             scheduler=scheduler,
         )
+
+    try:
+        if manifest.get("target_ci"):
+            _adaptive(
+                run, simulate, points if points is not None else range(len(scenario_set.points))
+            )
+        else:
+            simulate(replicas, points)
     except Interrupted as stop:
         run.set_status("interrupted", signal=stop.signal_name)
         raise RunInterrupted(run.path, stop) from None
     except BaseException:
         run.set_status("failed")
         raise
+    return finalise(run, scenario_set, figures, timeline, problems)
+
+
+def _slice(manifest: dict[str, Any]) -> range | None:
+    points = manifest.get("points_slice")
+    return range(*points) if points else None
+
+
+# Adaptive replication: the first round's replicas per point; each round doubles them.
+FIRST_ROUND = 50
+
+
+def _adaptive(run: RunDir, simulate, points) -> None:
+    """Add replicas to each point, doubling them round by round, until the 95% confidence
+    half-width of its mean time to train is at most `target_ci` × the mean, or it has the
+    run's `replicas`. Replica r is the same whatever the round, so adding replicas never
+    changes those already run."""
+    target, most = run.manifest["target_ci"], run.manifest["replicas"]
+    active = set(points)
+    count = min(most, FIRST_ROUND)
+    reached: dict[str, dict[str, float]] = {}
+    while active:
+        simulate(count, active)
+        for point in sorted(active):
+            days = pd.concat(
+                [
+                    pd.read_parquet(path, columns=["time_to_train_days"])
+                    for path in run.part_paths(point)
+                ]
+            )["time_to_train_days"].dropna()
+            mean = float(days.mean()) if len(days) else float("nan")
+            half = (
+                1.96 * float(days.std(ddof=1)) / len(days) ** 0.5 if len(days) > 1 else float("inf")
+            )
+            reached[str(point)] = {"replicas": count, "mean_days": mean, "half_width_days": half}
+            if (len(days) > 1 and half <= target * mean) or count >= most:
+                active.discard(point)
+        run.manifest["adaptive"] = reached
+        run.save()
+        count = min(most, 2 * count)
+
+
+def finalise(
+    run: RunDir,
+    scenario_set: ScenarioSet,
+    figures: bool = True,
+    timeline: bool = False,
+    problems: list[feasibility.Problem] | None = None,
+) -> RunOutcome:
+    """Merge the parts, write the summaries and figures, and mark the run complete."""
+    manifest = run.manifest
+    seed, replicas = manifest["seed"], manifest["replicas"]
     try:
         table_path = run.merge()
         summary = analysis.summarize_file(table_path, scenario_set.swept_keys)
         light = pd.read_parquet(table_path, columns=["point", "finished", "error"])
         doc = analysis.summary_json(scenario_set, light, summary, replicas, seed)
+        present = set(light["point"].unique())
+        doc["points"] = [p for p in doc["points"] if p["point"] in present]
+        for point in doc["points"]:
+            point["replicas"] = int((light["point"] == point["point"]).sum())
+            adaptive = manifest.get("adaptive", {}).get(str(point["point"]))
+            if adaptive:
+                point["ci_half_width_days"] = adaptive["half_width_days"]
         doc["run_dir"] = str(run.path)
         summary.to_csv(run.path / "summary.csv", index=False)
         (run.path / "summary.json").write_text(_dumps(doc))
@@ -184,7 +271,49 @@ def _complete(
         run.set_status("failed")
         raise
     run.set_status("complete")
-    return RunOutcome(scenario_set, summary, doc, run.path, problems)
+    return RunOutcome(scenario_set, summary, doc, run.path, problems or [])
+
+
+def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True) -> RunOutcome:
+    """Join runs of slices of one sweep (`--points I:J`) into one run, equal to the run of
+    the whole sweep: same scenario, seed and replicas, disjoint points."""
+    runs = [RunDir.open(d) for d in run_dirs]
+    if not runs:
+        raise ScenarioError("merge", "", "give the run directories to merge")
+    texts = {(r.path / "scenario.yaml").read_text() for r in runs}
+    if len(texts) != 1:
+        raise ScenarioError(
+            "merge", str(runs[1].path), "the runs differ in scenario, seed or replicas: "
+            "only slices of one sweep (the same scenario.yaml) can be merged",
+        )  # fmt: skip
+    seen: dict[int, Path] = {}
+    for r in runs:
+        if r.manifest.get("status") != "complete":
+            raise ScenarioError(
+                "merge", str(r.path), "this run is not complete (--resume it first)"
+            )
+        for point in pd.read_parquet(r.path / "replicas.parquet", columns=["point"])[
+            "point"
+        ].unique():
+            if int(point) in seen:
+                raise ScenarioError(
+                    "merge", str(r.path), f"sweep point {point} is also in {seen[int(point)]}"
+                )
+            seen[int(point)] = r.path
+    scenario_set = load_scenario(runs[0].path / "scenario.yaml")
+    first = runs[0].manifest
+    merged = RunDir.create(
+        out, scenario_set, first["seed"], first["replicas"], first["executor"], first["workers"],
+        extra={"merged_from": [str(r.path) for r in runs]},
+    )  # fmt: skip
+    for r in runs:
+        table = pd.read_parquet(r.path / "replicas.parquet")
+        for point, rows in table.groupby("point", sort=True):
+            merged.write_part(int(point), int(rows["replica"].iloc[0]), rows)
+    missing = sorted(set(range(len(scenario_set.points))) - set(seen))
+    if missing:
+        merged.manifest["missing_points"] = missing
+    return finalise(merged, scenario_set, figures)
 
 
 def _dumps(doc: dict[str, Any]) -> str:

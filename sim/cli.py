@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sim import analysis, feasibility, perf
-from sim.api import RunInterrupted, RunOutcome, resume_run, run_scenario
+from sim.api import RunInterrupted, RunOutcome, merge_runs, resume_run, run_scenario
 from sim.scenario import MAX_SEED, ScenarioError, load_scenario
 
 SUMMARY_METRICS = [
@@ -98,6 +98,19 @@ scheduler_option = click.option(
     help="Results root.",
 )
 @click.option(
+    "--points",
+    "points_slice",
+    metavar="I:J",
+    help="Run sweep points I..J-1 only (a slice for a job array; join with trainsim merge).",
+)
+@click.option(
+    "--target-ci",
+    type=click.FloatRange(min=0, min_open=True, max=1),
+    metavar="REL",
+    help="Add replicas per point until the 95%% half-width of mean time to train is at most "
+    "REL x the mean (at most --replicas).",
+)
+@click.option(
     "--resume",
     type=click.Path(path_type=Path),
     metavar="RUN_DIR",
@@ -119,6 +132,8 @@ def run(
     overrides,
     params,
     out,
+    points_slice,
+    target_ci,
     resume,
     as_json,
     timeline,
@@ -153,6 +168,8 @@ def run(
                 figures=figures,
                 timeline=timeline,
                 scheduler=scheduler,
+                points=_points(points_slice),
+                target_ci=target_ci,
             )
     except RunInterrupted as stop:
         print(
@@ -378,6 +395,20 @@ def optimize(
     console.print(f"results: {outcome.run_dir}")
 
 
+@app.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option("--figures/--no-figures", default=True, show_default=True)
+@json_option
+def merge(run_dirs, out, figures, as_json) -> None:
+    """Join runs of slices of one sweep (--points I:J) into one run: OUT/<name>/<run-id>/."""
+    outcome = merge_runs(list(run_dirs), out, figures)
+    if as_json:
+        print(json.dumps(outcome.summary_doc, default=_json_default))
+        return
+    _print_run(outcome)
+
+
 @app.command(name="fabric")
 @scenario_argument
 @set_option
@@ -550,7 +581,7 @@ def _print_run(outcome: RunOutcome) -> None:
     for point in doc["points"]:
         rows = summary[summary["point"] == point["point"]].set_index("metric")
         params = "  ".join(f"{k}={_fmt_value(v)}" for k, v in point["params"].items())
-        n = doc["replicas"]
+        n = point.get("replicas", doc["replicas"])
         title = f"{doc['scenario']}{'  ' + params if params else ''}  —  {n} replicas, {point['finished']} finished"
         if point["errors"]:
             title += f", [red]{point['errors']} errors[/red]"
@@ -566,8 +597,31 @@ def _print_run(outcome: RunOutcome) -> None:
         console.print(table)
     if len(doc["points"]) > 1 and keys:
         _print_sweep(console, outcome, keys)
+    if any("ci_half_width_days" in point for point in doc["points"]):
+        _print_adaptive(console, doc)
     if outcome.run_dir is not None:
         console.print(f"results: {outcome.run_dir}")
+
+
+def _print_adaptive(console: Console, doc: dict) -> None:
+    table = Table(
+        title="adaptive replication: replicas used and the 95% half-width reached",
+        title_justify="left",
+    )
+    for column in ["point", "params", "replicas", "mean (days)", "half-width (days)", "relative"]:
+        table.add_column(column, justify="left" if column == "params" else "right")
+    for point in doc["points"]:
+        mean = point["metrics"]["time_to_train_days"]["mean"]
+        half = point.get("ci_half_width_days")
+        table.add_row(
+            str(point["point"]),
+            "  ".join(f"{k}={_fmt_value(v)}" for k, v in point["params"].items()),
+            f"{point['replicas']:,}",
+            _fmt(mean),
+            _fmt(half),
+            f"{half / mean:.2e}" if mean and half is not None and math.isfinite(half) else "—",
+        )
+    console.print(table)
 
 
 def _no_finish_reason(outcome: RunOutcome, point: int) -> str:
@@ -627,6 +681,17 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
 def _console() -> Console:
     """Tables on stdout; wide enough to stay readable when piped to a file."""
     return Console() if sys.stdout.isatty() else Console(width=120)
+
+
+def _points(text: str | None) -> range | None:
+    if text is None:
+        return None
+    first, sep, last = text.partition(":")
+    if not (sep and first.strip().isdigit() and last.strip().isdigit()):
+        raise click.BadParameter(
+            f"expected I:J (sweep points I..J-1), got {text!r}", param_hint="--points"
+        )
+    return range(int(first), int(last))
 
 
 def _warn(problems: list[feasibility.Problem]) -> None:

@@ -317,45 +317,64 @@ def _run_processes(todo: list[Chunk], workers: int, deliver, advance, signals: _
         broken = False
         try:
             while (queue or in_flight) and not signals.stop.is_set():
-                while queue and len(in_flight) < 2 * workers:  # one queued behind each
-                    i = queue.pop(0)
-                    in_flight[pool.submit(run_chunk_table, todo[i])] = i
+                broken = _refill(pool, todo, queue, in_flight, 2 * workers) or broken
                 finished, _ = wait(in_flight, timeout=0.2, return_when=FIRST_COMPLETED)
-                while queue and not broken and len(in_flight) - len(finished) < 2 * workers:
-                    i = queue.pop(0)  # keep the workers busy while this process writes
-                    in_flight[pool.submit(run_chunk_table, todo[i])] = i
+                if not broken:  # keep the workers busy while this process writes
+                    broken = _refill(pool, todo, queue, in_flight, 2 * workers + len(finished))
                 for future in finished:
                     i = in_flight.pop(future)
                     try:
-                        rows = future.result()
+                        frame = future.result()
                     except BrokenProcessPool:
                         broken = True
                         attempts[i] += 1
                         if attempts[i] < 2:
                             queue.insert(0, i)
                             continue
-                        chunk = todo[i]
-                        rows = [
-                            error_row(chunk, r, "worker process died twice (out of memory?)")
-                            for r in range(
-                                chunk.first_replica, chunk.first_replica + chunk.replicas
-                            )
-                        ]
-                    deliver(todo[i], rows)
-                    advance(len(rows))
+                        frame = _died(todo[i])
+                    deliver(todo[i], frame)
+                    advance(len(frame))
                 if broken and not in_flight:
                     break  # the pool is broken: start a fresh one
             # stopping: chunks in flight end at their next replica and hand in what they did
             for future, i in in_flight.items():
                 try:
-                    rows = future.result(timeout=3.0)
+                    frame = future.result(timeout=3.0)
                 except Exception:  # noqa: BLE001 - broken or too slow: resume runs it again
                     continue
-                deliver(todo[i], rows)
-                advance(len(rows))
+                deliver(todo[i], frame)
+                advance(len(frame))
         finally:
             _shutdown(pool, signals.stop.is_set())
         queue.sort()
+
+
+def _refill(
+    pool: ProcessPoolExecutor,
+    todo: list[Chunk],
+    queue: list[int],
+    in_flight: dict[Future, int],
+    limit: int,
+) -> bool:
+    """Submit queued chunks until `limit` are in flight; True if the pool is broken."""
+    while queue and len(in_flight) < limit:
+        i = queue.pop(0)
+        try:
+            in_flight[pool.submit(run_chunk_table, todo[i])] = i
+        except BrokenProcessPool:
+            queue.insert(0, i)
+            return True
+    return False
+
+
+def _died(chunk: Chunk) -> pd.DataFrame:
+    """Error rows for a chunk whose worker died twice."""
+    last = chunk.first_replica + chunk.replicas
+    rows = [
+        error_row(chunk, r, "worker process died twice (killed, out of memory?)")
+        for r in range(chunk.first_replica, last)
+    ]
+    return chunk_table(chunk, rows)
 
 
 def _shutdown(pool: ProcessPoolExecutor, hurry: bool) -> None:

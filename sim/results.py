@@ -173,6 +173,9 @@ class RunDir:
                     found.append((point, first, count, path))
         return sorted(found)
 
+    def part_paths(self, point: int) -> list[Path]:
+        return [path for p, _, _, path in self.parts() if p == point]
+
     def done(self) -> dict[int, set[int]]:
         """The replicas each point already has."""
         have: dict[int, set[int]] = {}

@@ -9,6 +9,10 @@ Lifecycle of the job process:
 and back to TRAIN, until the final checkpoint is durable or the horizon ends it.
 Every second of wall clock is booked to exactly one ledger bucket (sim/engine/ledger.py);
 what is durable, carried or lost is `Progress`'s (sim/engine/progress.py).
+
+The timeline (when one is kept) follows the same booking: every hold is one event of
+its actual length, however it ends (a failure, a wake-up, the horizon); compute is
+traced by `Progress` when its work is kept or lost.
 """
 
 from __future__ import annotations
@@ -213,9 +217,8 @@ class Job:
                     raise HorizonReached
                 if blocked_at is not None and target == blocked_at:
                     self.progress.carry(stretch, stretch.position(target), target)
-                    self._trace("wait for storage", env.now, 0.0)
                     failure = yield from self._hold(
-                        math.inf, "downtime_s", wake_on=(StorageChanged,)
+                        math.inf, "downtime_s", "wait for storage", wake_on=(StorageChanged,)
                     )
                     if failure is not None:
                         self.progress.drop()  # the work carried to the blocked checkpoint
@@ -236,8 +239,9 @@ class Job:
             grown = self.policy.nodes_to_run(self.cluster.available)
             if grown is not None and grown > nodes:
                 self.cluster.resize(grown)
-                self._trace("rescale", env.now, plan.rescale_s, nodes=grown)
-                failure = yield from self._hold(plan.rescale_s, "downtime_s")
+                failure = yield from self._hold(
+                    plan.rescale_s, "downtime_s", "rescale", nodes=grown
+                )
                 if failure is not None:
                     return failure
 
@@ -245,8 +249,9 @@ class Job:
         """Hold until the first failure is noticed; failures meanwhile merge into it."""
         failures = [first]
         remaining = max(0.0, first.time_s + first.detect_s - self.env.now)
-        self._trace("detect", self.env.now, remaining, cause=first.name)
-        yield from self._hold(remaining, "downtime_s", merge=failures.append)
+        yield from self._hold(
+            remaining, "downtime_s", "detect", merge=failures.append, cause=first.name
+        )
         if self.progress.from_memory and (
             len({n for f in failures for n in f.nodes}) > 1 or any(not f.nodes for f in failures)
         ):
@@ -269,10 +274,11 @@ class Job:
             start = self.env.now
             merged: list[Failure] = []
             self._waiting_for_nodes = True
-            yield from self._hold(math.inf, "downtime_s", merge=merged.append, until_nodes=True)
+            yield from self._hold(
+                math.inf, "downtime_s", "wait for nodes", merge=merged.append, until_nodes=True
+            )
             self._waiting_for_nodes = False
             self.ledger.node_wait_s += self.env.now - start
-            self._trace("wait for nodes", start, self.env.now - start)
             for failure in merged:
                 self._send_to_repair(failure)
 
@@ -281,9 +287,13 @@ class Job:
         preemption; failures meanwhile send more nodes to repair."""
         start = self.env.now
         merged: list[Failure] = []
-        yield from self._hold(self.cluster.pool_delay_s(short), "downtime_s", merge=merged.append)
+        yield from self._hold(
+            self.cluster.pool_delay_s(short),
+            "downtime_s",
+            "wait for pool nodes",
+            merge=merged.append,
+        )
         self.ledger.node_wait_s += self.env.now - start
-        self._trace("wait for pool nodes", start, self.env.now - start)
         self.cluster.draw_from_pools(self.plan.nodes - self.cluster.available)
         for failure in merged:
             self._send_to_repair(failure)
@@ -306,12 +316,10 @@ class Job:
         merged: list[Failure] = []
         if self.maintenance_due:
             self.maintenance_due = False
-            start = self.env.now
             # nodes that fail during the window go to repair when it ends
             yield from self._hold(
-                self.plan.maintenance.duration_s, "downtime_s", merge=merged.append
+                self.plan.maintenance.duration_s, "downtime_s", "maintenance", merge=merged.append
             )
-            self._trace("maintenance", start, self.env.now - start)
         drains = [
             (slot, cls)
             for slot, (node, cls) in self.caught.items()
@@ -332,14 +340,13 @@ class Job:
         whose next node-attributable failure would strike within `lead_hours`."""
         checks = self.plan.health_checks
         self.ledger.health_checks += 1
-        self._trace("health check", self.env.now, checks.cost_s)
         for slot, node, cls in self.cluster.failing_within(checks.lead_s):
             # one draw per failing node, caught before or not: the draws stay in step across
             # sweep points of catch_prob (common random numbers)
             catch = self.health_rng.random() < checks.catch_prob
             if catch and slot not in self.caught:
                 self.caught[slot] = (node, cls)
-        return (yield from self._hold(checks.cost_s, "downtime_s"))
+        return (yield from self._hold(checks.cost_s, "downtime_s", "health check"))
 
     def _restart(self):
         """Launch and load the last durable checkpoint; returns a failure that aborted it, or None.
@@ -353,9 +360,9 @@ class Job:
             self.ledger.restores_from_backup += 1
         elif self.progress.durable_step > 0:
             while self.progress.tier_down():
-                start = self.env.now
-                failure = yield from self._hold(math.inf, "downtime_s", wake_on=(StorageChanged,))
-                self._trace("wait for storage", start, self.env.now - start)
+                failure = yield from self._hold(
+                    math.inf, "downtime_s", "wait for storage", wake_on=(StorageChanged,)
+                )
                 if failure is not None:
                     return failure
                 if (
@@ -366,58 +373,64 @@ class Job:
         duration = self.plan.restart_s + load
         self.progress.from_memory = False
         self.ledger.restarts += 1
-        self._trace(
-            "restart", self.env.now, duration, nodes=nodes, from_step=self.progress.durable_step
+        return (
+            yield from self._hold(
+                duration, "downtime_s", "restart", nodes=nodes, from_step=self.progress.durable_step
+            )
         )
-        return (yield from self._hold(duration, "downtime_s"))
 
     def _hold(
         self,
         seconds: float,
         bucket: str,
+        name: str,
         merge=None,
         until_nodes: bool = False,
         wake_on: tuple = (),
+        **args,
     ):
-        """Let `seconds` of wall clock pass, booked to `bucket`.
+        """Let `seconds` of wall clock pass, booked to `bucket`, traced as `name` (with `args`).
 
         A failure ends the hold and is returned, unless `merge` takes it. With
         `until_nodes`, a node returning from repair ends the hold too. Reaching
-        the horizon raises HorizonReached.
+        the horizon raises HorizonReached. However it ends, the timeline gets one
+        event of the time it actually took.
         """
         env = self.env
-        for source in self.idle_paused:
-            source.pause()
-        end = env.now + seconds
-        deadline = self.plan.horizon_s
-        while env.now < end:
-            start = env.now
-            try:
-                yield env.timeout(min(end, deadline) - env.now)
-            except simpy.Interrupt as interrupt:
-                setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)
-                cause = interrupt.cause
-                if isinstance(cause, Failure):
-                    if merge is None:
-                        return cause
-                    merge(cause)
-                elif isinstance(cause, StorageChanged):
-                    self.progress.storage_event(cause, running=self._in_memory)
-                    if StorageChanged in wake_on and not self.progress.tier_down():
+        began = env.now
+        try:
+            for source in self.idle_paused:
+                source.pause()
+            end = env.now + seconds
+            deadline = self.plan.horizon_s
+            while env.now < end:
+                start = env.now
+                try:
+                    yield env.timeout(min(end, deadline) - env.now)
+                except simpy.Interrupt as interrupt:
+                    setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)
+                    cause = interrupt.cause
+                    if isinstance(cause, Failure):
+                        if merge is None:
+                            return cause
+                        merge(cause)
+                    elif isinstance(cause, StorageChanged):
+                        self.progress.storage_event(cause, running=self._in_memory)
+                        if StorageChanged in wake_on and not self.progress.tier_down():
+                            return None
+                    elif until_nodes and isinstance(cause, NodesAvailable):
                         return None
-                elif until_nodes and isinstance(cause, NodesAvailable):
-                    return None
-                continue
-            setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)
-            if env.now >= deadline and end > deadline:
-                raise HorizonReached
-        return None
+                    continue
+                setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)
+                if env.now >= deadline and end > deadline:
+                    raise HorizonReached
+            return None
+        finally:
+            if self.timeline is not None:
+                record(self.timeline, name, began, env.now - began, **args)
 
     def _can_grow(self) -> bool:
         if not self.policy.grows or self.cluster.active >= self.plan.nodes:
             return False
         grown = self.policy.nodes_to_run(self.cluster.available)
         return grown is not None and grown > self.cluster.active
-
-    def _trace(self, name: str, start_s: float, duration_s: float, **args) -> None:
-        record(self.timeline, name, start_s, duration_s, **args)

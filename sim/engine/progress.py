@@ -7,6 +7,12 @@ covered by a durable checkpoint are kept (ideal + slowdown + checkpoint stall), 
 not yet durable is carried into the next stretch or lost (rolled back). It also
 keeps the fallbacks: the in-memory level, a snapshot still draining, and the
 backup tier when the checkpoint tier loses its data.
+
+The timeline (when one is kept) mirrors the ledger: the wall-clock spans of stretches
+whose work is neither kept nor lost yet stay open, oldest first, and are traced when
+the ledger resolves them: kept work from the oldest end ("train"), lost work from the
+newest ("lost work"). Work kept and then no longer safe (the tier lost its data) is
+taken back from the newest "train" events.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from sim.engine.ledger import Ledger, excess_s, record
 from sim.engine.plan import ReplicaPlan
 from sim.engine.storage import Storage
 from sim.engine.stretch import Stretch
+
+# A span left over after resolving time from it, shorter than this, goes with it: the
+# ledger's sums and the wall clock differ by float rounding (~1e-12 s), not by work.
+SLIVER_S = 1e-9
 
 
 @dataclass(frozen=True)
@@ -58,9 +68,89 @@ class Progress:
         self.next_compute_s = self.next_other_s = self.done_steps = self.snapped_s = 0.0
         self.durable_on_backup = False  # the rollback point lives only on the backup tier
         self.from_memory = False  # the next restart loads the in-memory checkpoint
+        # timeline only: [start, end] of the work not yet kept or lost (pending snapshot,
+        # then the work carried toward the next checkpoint), oldest first
+        self.open_spans: list[list[float]] = []
 
     def trace(self, name: str, start_s: float, duration_s: float, **args) -> None:
         record(self.timeline, name, start_s, duration_s, **args)
+
+    # ---- the timeline's open spans (only called when a timeline is kept)
+
+    def _open(self, elapsed_s: float) -> None:
+        """The stretch that ends now ran for `elapsed_s`: its time is open until resolved."""
+        end = self.env.now
+        start = end - elapsed_s
+        spans = self.open_spans
+        if spans and abs(spans[-1][1] - start) <= SLIVER_S:
+            spans[-1][1] = end  # straight on from the previous stretch
+        elif end > start:
+            spans.append([start, end])
+
+    def _keep_oldest(self, seconds: float, to_step: int, checkpoints: int) -> None:
+        """Trace the oldest `seconds` of open work as kept ("train"). Holds may split it into
+        several events; the last one counts the `checkpoints` that made it durable."""
+        spans, pieces = self.open_spans, []
+        while spans and seconds > SLIVER_S:
+            start, end = spans[0]
+            if end - start <= seconds + SLIVER_S:
+                spans.pop(0)
+                pieces.append((start, end - start))
+                seconds -= end - start
+            else:
+                pieces.append((start, seconds))
+                spans[0][0] = start + seconds
+                seconds = 0.0
+        for i, (start, duration) in enumerate(pieces, 1):
+            if i < len(pieces):
+                self.trace("train", start, duration, to_step=to_step)
+            else:
+                self.trace("train", start, duration, to_step=to_step, checkpoints=checkpoints)
+
+    def _resolve_newest(self, seconds: float, name: str, **args) -> None:
+        """Trace the newest `seconds` of open work as `name` (rolled back: "lost work")."""
+        spans = self.open_spans
+        while spans and seconds > SLIVER_S:
+            start, end = spans[-1]
+            if end - start <= seconds + SLIVER_S:
+                spans.pop()
+                self.trace(name, start, end - start, **args)
+                seconds -= end - start
+            else:
+                self.trace(name, end - seconds, seconds, **args)
+                spans[-1][1] = end - seconds
+                seconds = 0.0
+
+    def _resolve_all(self, name: str, **args) -> None:
+        for start, end in self.open_spans:
+            self.trace(name, start, end - start, **args)
+        self.open_spans = []
+
+    def _unkeep(self, seconds: float, running: bool) -> None:
+        """The newest `seconds` of kept work are no longer safe: take them back from the newest
+        "train" events; open again (`running`: the job still holds the work) or lost."""
+        timeline = self.timeline
+        pieces = []
+        i = len(timeline) - 1
+        while i >= 0 and seconds > SLIVER_S:
+            event = timeline[i]
+            if event["name"] == "train":
+                duration, end = event["duration_s"], event["start_s"] + event["duration_s"]
+                if duration <= seconds + SLIVER_S:
+                    del timeline[i]
+                    take = duration
+                else:
+                    event["duration_s"] = duration - seconds
+                    take = seconds
+                pieces.append([end - take, end])
+                seconds -= take
+            i -= 1
+        pieces.reverse()
+        if running:
+            self.open_spans[:0] = pieces
+        else:
+            for start, end in pieces:
+                self.trace("lost work", start, end - start, rolled_back_to=self.durable_step)
 
     def keep(self, steps: int, compute_s: float, total_s: float, checkpoints: int) -> None:
         """Steps made durable: their nominal time is ideal, the rest of their compute slowdown,
@@ -77,6 +167,8 @@ class Progress:
         if self.pending is not None and position.pending_durable:
             p = self.pending
             self.keep(p.steps, p.compute_s, p.compute_s + p.other_s, 1)
+            if self.timeline is not None:
+                self._keep_oldest(p.compute_s + p.other_s, stretch.start_step, 1)
             self.pending = None
             self.durable_step = stretch.start_step
             self.on_tier_again()
@@ -113,13 +205,9 @@ class Progress:
                             before[2] + total_j - compute_j,
                         )
                         self.storage.checkpoint_durable(step_j, t0 + stretch.durable_s(j), kept)
-            if self.timeline is not None:
-                self.trace(
-                    "train",
-                    t0,
-                    position.kept_s,
-                    to_step=position.durable_step,
-                    checkpoints=position.checkpoints,
+            if self.timeline is not None:  # the carried work and the stretch's kept part
+                self._keep_oldest(
+                    base_total + position.kept_s, position.durable_step, position.checkpoints
                 )
             self.next_compute_s = self.next_other_s = 0.0
             self.durable_step = position.durable_step
@@ -140,18 +228,16 @@ class Progress:
 
         With `memory` (a single-node failure and an in-memory level) the job rolls back
         only to its newest in-memory checkpoint: the work up to it is carried, not lost."""
+        if self.timeline is not None:
+            self._open(elapsed_s)
         self.book_durable(stretch, position, self.env.now - elapsed_s)
-        lost_before = self.ledger.lost_work_s
         if memory and self.roll_back_to_memory(stretch, position, elapsed_s):
             return
         self.ledger.lost_work_s += elapsed_s - position.kept_s
         self.ledger.checkpoints_lost += (
             position.snapshots - position.checkpoints + int(position.aborted_write)
         )
-        self.drop()
-        lost_s = self.ledger.lost_work_s - lost_before
-        if self.timeline is not None and lost_s > 1e-9:
-            self.trace("lost work", self.env.now - lost_s, lost_s, rolled_back_to=self.durable_step)
+        self.drop()  # traces all the open work (the stretch's rest, what was carried) as lost
 
     def roll_back_to_memory(self, stretch: Stretch, position, elapsed_s: float) -> bool:
         """Carry the work up to the newest in-memory checkpoint of the current window (and the
@@ -188,6 +274,10 @@ class Progress:
             self.ledger.checkpoints_lost += 1
         window_start = elapsed_s - position.window_s
         self.ledger.lost_work_s += elapsed_s - (window_start + when_s)
+        if self.timeline is not None:
+            self._resolve_newest(
+                elapsed_s - (window_start + when_s), "lost work", rolled_back_to=base
+            )
         self.next_compute_s, self.next_other_s = carried_compute, carried_other
         self.done_steps, self.snapped_s = float(boundary), 0.0
         self.resume_step = base
@@ -213,6 +303,12 @@ class Progress:
             self.pending = None
             self.ledger.checkpoints_lost += 1
         self.ledger.lost_work_s += position.window_s
+        if self.timeline is not None:
+            self._resolve_newest(
+                position.window_s,
+                "lost work",
+                rolled_back_to=stretch.step_at_checkpoint(w - 1),
+            )
         self.next_compute_s, self.next_other_s = compute, other
         self.done_steps, self.snapped_s = float(steps), 0.0
         self.resume_step = stretch.step_at_checkpoint(w - 1)
@@ -226,6 +322,8 @@ class Progress:
             lost_s += self.pending.compute_s + self.pending.other_s
             self.ledger.checkpoints_lost += 1
         self.ledger.lost_work_s += lost_s
+        if self.timeline is not None:
+            self._resolve_all("lost work", rolled_back_to=self.durable_step)
         self.next_compute_s = self.next_other_s = self.done_steps = self.snapped_s = 0.0
         self.pending = None
         self.resume_step = self.durable_step
@@ -235,6 +333,8 @@ class Progress:
         """The step time changes mid-stretch: keep what is durable and carry the rest
         (a snapshot still draining, progress toward the next checkpoint) into a new stretch."""
         first_window = position.snapshots == 0
+        if self.timeline is not None:
+            self._open(elapsed_s)
         self.book_durable(stretch, position, self.env.now - elapsed_s)
         if position.snapshots > position.checkpoints:  # the last snapshot is still draining
             w = position.snapshots
@@ -278,6 +378,8 @@ class Progress:
             return
         if self.plan.mode == "sync" and self.snapped_s > 0:
             self.ledger.lost_work_s += self.snapped_s  # the aborted write; it restarts later
+            if self.timeline is not None:  # the write is the newest work carried
+                self._resolve_newest(self.snapped_s, "lost work", rolled_back_to=self.durable_step)
             self.next_other_s -= self.snapped_s
             self.snapped_s = 0.0
             self.ledger.checkpoints_lost += 1
@@ -300,11 +402,13 @@ class Progress:
         unsafe_compute = (ledger.ideal_s - ideal) + (ledger.slowdown_s - slowdown)
         unsafe_other = ledger.checkpoint_stall_s - stall
         ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s = ideal, slowdown, stall
+        self.durable_step = backup.step if backup else 0
+        if self.timeline is not None:
+            self._unkeep(unsafe_compute + unsafe_other, running)
         if running:
             self.next_compute_s += unsafe_compute
             self.next_other_s += unsafe_other
         else:
             ledger.lost_work_s += unsafe_compute + unsafe_other
             self.resume_step = backup.step if backup else 0
-        self.durable_step = backup.step if backup else 0
         self.durable_on_backup = backup is not None
