@@ -52,8 +52,10 @@ def test_readme_commands_run(command, tmp_path):
     args = shlex.split(command)
     if "*" in command:
         args = args[:-1] + [str(p) for p in sorted(ROOT.glob(args[-1]))]
+    if args[1] in ("run", "optimize"):
+        args += ["--out", str(tmp_path)]  # keep the repository's results/ clean
     if args[1] == "run":
-        args += ["--out", str(tmp_path), "--no-figures"]  # keep the repository's results/ clean
+        args += ["--no-figures"]
     r = subprocess.run(
         [str(ROOT / args[0]), *args[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
