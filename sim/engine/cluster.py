@@ -86,6 +86,7 @@ class Cluster:
             for source in sources:
                 if source.failure_class.attributable and source.per_node:
                     source.slot_scale = self.slot_scale
+        self.node_sources = [source for source in sources if source.per_node]
         self.history: dict[int, deque[float]] = {}  # failure times per node (retirement)
         # pool nodes are billed while they serve in the job: since when each one has
         self._serving_since: dict[int, float] = {}
@@ -152,6 +153,34 @@ class Cluster:
         for source in self.sources:
             source.activate(slots)
 
+    def _enter_one(self, slot: int, node: int) -> None:
+        """`_enter` for one node with plain ints: the hot path of a swap."""
+        if self.origin[node] != OWNED:
+            self._serving_since[node] = self.env.now
+        self.slot_node[slot] = node
+        self.filled[slot] = True
+        self.active += 1
+        scale = 1.0
+        if self.slot_scale is not None:
+            scale = 1.0 / self.plan.lemon_multiplier if self.faulty[node] else 1.0
+            self.slot_scale[slot] = scale
+        for source in self.node_sources:
+            source.activate_one(slot, scale if source.slot_scale is not None else 1.0)
+
+    def _leave_one(self, slot: int) -> int:
+        """`_leave` for one slot with plain ints."""
+        node = int(self.slot_node[slot])
+        if self._serving_since:
+            since = self._serving_since.pop(node, None)
+            if since is not None:
+                self._pool_serving_s += self.env.now - since
+        self.filled[slot] = False
+        self.slot_node[slot] = -1
+        self.active -= 1
+        for source in self.node_sources:
+            source.deactivate_one(slot)
+        return node
+
     def _leave(self, slots: np.ndarray) -> list[int]:
         node_ids = [int(n) for n in self.slot_node[slots]]
         if self._serving_since:
@@ -171,7 +200,7 @@ class Cluster:
         run on `nodes`."""
         change = nodes - self.active
         if change == 1:  # the common case: one spare swaps in (argmin: the first empty slot)
-            self._enter(np.array([int(self.filled.argmin())]), [self.warm.pop()])
+            self._enter_one(int(self.filled.argmin()), self.warm.pop())
         elif change > 0:
             slots = np.flatnonzero(~self.filled)[:change]
             assert slots.size == change <= len(self.warm), "resize beyond available nodes"
@@ -244,7 +273,7 @@ class Cluster:
             self._mark_faulty(slot)
             slot = wrong
             attributable = False  # the node that leaves has nothing wrong with it
-        node = self._leave(np.array([slot]))[0]
+        node = self._leave_one(slot)
         self.nodes_replaced += 1
         if failure.repair_s is not None:  # back together with a repaired part (a leaf switch)
             self.in_repair += 1

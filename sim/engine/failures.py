@@ -81,6 +81,28 @@ class FailureSource:
         if self._process is not None and ends.min() < self._wake_s:
             self._process.interrupt()  # an earlier failure than the one being waited for
 
+    def activate_one(self, slot: int, scale: float) -> None:
+        """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
+        per_node = self.per_node
+        draws = self._draw(per_node)
+        base = self.env.now if self._paused_at is None else self._paused_at
+        if per_node == 1:
+            soonest = base + (draws[0] * scale if scale != 1.0 else draws[0])
+            self.ends_s[slot] = soonest
+        else:
+            ends = base + (draws * scale if scale != 1.0 else draws)
+            self.ends_s[slot * per_node : (slot + 1) * per_node] = ends
+            soonest = ends.min()
+        if self._process is not None and soonest < self._wake_s:
+            self._process.interrupt()  # an earlier failure than the one being waited for
+
+    def deactivate_one(self, slot: int) -> None:
+        per_node = self.per_node
+        if per_node == 1:
+            self.ends_s[slot] = math.inf
+        else:
+            self.ends_s[slot * per_node : (slot + 1) * per_node] = math.inf
+
     def deactivate(self, node_slots: np.ndarray) -> None:
         """These slots are empty: nothing there can fail (a stale wake-up is skipped)."""
         if self.per_node == 0:
