@@ -26,6 +26,7 @@ from sim.engine.plan import ReplicaPlan
 
 if TYPE_CHECKING:
     from sim.engine.repair import RepairShop
+    from sim.engine.simulate import LazyStreams
 
 # where a node goes back to: the owned fleet (the job's nodes and the warm spares), or a pool
 OWNED, COLD, PREEMPTIBLE = 0, 1, 2
@@ -41,7 +42,7 @@ class Cluster:
         self,
         env: simpy.Environment,
         plan: ReplicaPlan,
-        repair_rngs: list[np.random.Generator],
+        repair_rngs: LazyStreams,
         sources: list[FailureSource],
         on_node_returned: Callable[[], None],
         lemon_rng: np.random.Generator | None = None,

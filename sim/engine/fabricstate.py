@@ -14,14 +14,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-import numpy as np
 import simpy
 
 from sim.engine.events import Failure
 from sim.engine.job import Job
 from sim.engine.plan import ReplicaPlan
 from sim.engine.slowdown import DEGRADED_FABRIC
+
+if TYPE_CHECKING:  # the replica builder owns the random streams
+    from sim.engine.simulate import LazyStreams
 
 
 class FabricState:
@@ -30,7 +33,7 @@ class FabricState:
         env: simpy.Environment,
         plan: ReplicaPlan,
         job: Job,
-        repair_rngs: list[np.random.Generator],
+        repair_rngs: LazyStreams,
     ):
         assert plan.fabric is not None
         self.env = env

@@ -45,6 +45,24 @@ def stream(seed: int, replica: int, name: str, index: int = 0) -> np.random.Gene
     return np.random.Generator(np.random.PCG64(sequence))
 
 
+class LazyStreams:
+    """One named stream per failure class, each created when first drawn from: most
+    replicas never repair a storage tier or a cable, and a generator costs more to build
+    than many draws. The numbers are the same as if built up front."""
+
+    __slots__ = ("seed", "replica", "name", "_made")
+
+    def __init__(self, seed: int, replica: int, name: str):
+        self.seed, self.replica, self.name = seed, replica, name
+        self._made: dict[int, np.random.Generator] = {}
+
+    def __getitem__(self, index: int) -> np.random.Generator:
+        rng = self._made.get(index)
+        if rng is None:
+            rng = self._made[index] = stream(self.seed, self.replica, self.name, index)
+        return rng
+
+
 @dataclass
 class RunRecord:
     """The outcome of one replica (one row of replicas.parquet, before the sweep columns)."""
@@ -125,7 +143,7 @@ def simulate_replica(
     cluster = Cluster(
         env,
         plan,
-        [stream(seed, replica, "repair_times", fc.index) for fc in plan.failure_classes],
+        LazyStreams(seed, replica, "repair_times"),
         sources,
         on_node_returned=lambda: job_ref[0].node_returned(),
         lemon_rng=stream(seed, replica, "lemons") if plan.lemon_fraction else None,
@@ -138,7 +156,7 @@ def simulate_replica(
     storage = Storage(
         env,
         plan,
-        [stream(seed, replica, "storage_repairs", fc.index) for fc in plan.failure_classes],
+        LazyStreams(seed, replica, "storage_repairs"),
     )
     job = Job(env, plan, cluster, ledger, trace)
     job_ref.append(job)
@@ -159,7 +177,7 @@ def simulate_replica(
             env,
             plan,
             job,
-            [stream(seed, replica, "fabric_repairs", fc.index) for fc in plan.failure_classes],
+            LazyStreams(seed, replica, "fabric_repairs"),
         )
         router.register(("link", "switch"), fabric.strike)
     cluster.fill_all()

@@ -11,12 +11,15 @@ a time; copies still running when the tier goes down are lost.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 import simpy
 
 from sim.engine.events import Failure
 from sim.engine.plan import ReplicaPlan
+
+if TYPE_CHECKING:  # the replica builder owns the random streams
+    from sim.engine.simulate import LazyStreams
 
 
 @dataclass(frozen=True)
@@ -28,9 +31,7 @@ class Backup:
 
 
 class Storage:
-    def __init__(
-        self, env: simpy.Environment, plan: ReplicaPlan, repair_rngs: list[np.random.Generator]
-    ):
+    def __init__(self, env: simpy.Environment, plan: ReplicaPlan, repair_rngs: LazyStreams):
         self.env = env
         self.plan = plan
         self.repair_rngs = repair_rngs
