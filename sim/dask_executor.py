@@ -17,8 +17,10 @@ the call returns within a couple of seconds. The event stays on the scheduler
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import socket
@@ -26,6 +28,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
@@ -74,7 +77,9 @@ def run_dask(
                     processes=True,
                     host="127.0.0.1",
                     dashboard_address=None,
-                    silence_logs=logging.ERROR,
+                    # its HTTP server (metrics, health) on any free port, not 8787
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                    silence_logs=logging.CRITICAL,
                 )
             client = distributed.Client(cluster, set_as_default=False)
         try:
@@ -107,32 +112,43 @@ class _Run:
         self.finished = distributed.as_completed(list(self.futures), loop=client.loop)
 
     def run(self) -> None:
-        quiet_since = time.monotonic()
-        told = False
+        look = time.monotonic() + NO_WORKERS_NOTICE  # when to ask whether workers exist
+        if self.scheduler:
+            self._check_threads()
         while self.futures:
             if self.signals.stop.is_set():
                 self._stop()
                 return
             batch = self.finished.next_batch(block=False)
             if batch:
-                quiet_since = time.monotonic()
+                look = time.monotonic() + NO_WORKERS_NOTICE
                 for future in batch:
                     self._collect(future)
                 continue
             self._check_client()
-            if (
-                self.scheduler
-                and not told
-                and time.monotonic() - quiet_since > NO_WORKERS_NOTICE
-                and not self.client.nthreads()
-            ):
-                told = True
+            if self.scheduler and time.monotonic() > look:
+                look = math.inf if not self.client.nthreads() else look + NO_WORKERS_NOTICE
+                if look == math.inf:
+                    print(
+                        f"waiting for workers: the Dask scheduler at {self.scheduler} has "
+                        "none (start them with `dask worker ADDRESS --nthreads 1`, or scale "
+                        "the cluster)",
+                        file=sys.stderr,
+                    )
+            self.signals.stop.wait(POLL)
+
+    def _check_threads(self) -> None:
+        """Say so once when workers run several threads: replicas are pure Python, so the
+        threads of one worker process share one core."""
+        with contextlib.suppress(Exception):
+            threads = max(self.client.nthreads().values(), default=1)
+            if threads > 1:
                 print(
-                    f"waiting for workers: the Dask scheduler at {self.scheduler} has none yet "
-                    "(start them with `dask worker ADDRESS --nthreads 1`, or scale the cluster)",
+                    f"note: the workers of {self.scheduler} run up to {threads} threads each, "
+                    "which share one core for trainsim's pure-Python replicas: start them "
+                    "with `dask worker ADDRESS --nworkers CORES --nthreads 1`",
                     file=sys.stderr,
                 )
-            self.signals.stop.wait(POLL)
 
     def _collect(self, future, stopping: bool = False) -> None:
         chunk = self.futures.pop(future, None)
@@ -143,14 +159,10 @@ class _Run:
         except Exception as exc:  # noqa: BLE001 - a lost task: its replicas become error rows
             if stopping or self.signals.stop.is_set():
                 return  # stopped, not failed: --resume runs the chunk again
+            if isinstance(exc, CancelledError):  # not by us: the run cannot finish here
+                self._lost(getattr(exc, "reason", "cancelled"))
             self._fatal(exc)
-            rows = chunk_table(
-                chunk,
-                [
-                    error_row(chunk, r, _task_failure(exc))
-                    for r in range(chunk.first_replica, chunk.first_replica + chunk.replicas)
-                ],
-            )
+            rows = _failed_chunk(chunk, _task_failure(exc))
         self.deliver(chunk, rows)
         self.advance(len(rows))
 
@@ -158,26 +170,28 @@ class _Run:
         """A worker that cannot run trainsim fails the run, not its replicas."""
         if not isinstance(exc, WorkerMismatch | ImportError):
             return
-        where = self.scheduler or "a local Dask cluster"
         raise ScenarioError(
             "--scheduler" if self.scheduler else "--executor",
             self.scheduler or "dask",
-            f"a worker of {where} cannot run this trainsim ({type(exc).__name__}: {exc}); "
-            f"install trainsim {__version__} (and its dependencies) on every worker",
+            f"a worker of this Dask cluster cannot run trainsim {__version__} "
+            f"({type(exc).__name__}: {exc}); install the same trainsim (and its "
+            "dependencies) on every worker",
         ) from None
 
     def _check_client(self) -> None:
-        if self.client.status in ("running", "connecting"):
-            return
-        if self.scheduler:
-            raise ScenarioError(
-                "--scheduler",
-                self.scheduler,
-                f"lost the connection to the Dask scheduler (client {self.client.status}); "
-                "the chunks that finished are kept in the run directory: "
-                "complete the run with trainsim run --resume RUN_DIR",
-            )
-        raise RuntimeError(f"the local Dask cluster went away (client {self.client.status})")
+        if self.client.status not in ("running", "connecting"):
+            self._lost(f"client {self.client.status}")
+
+    def _lost(self, reason: str) -> None:
+        """The scheduler went away or cancelled the run's tasks: fail the run, keep its parts."""
+        if not self.scheduler:
+            raise RuntimeError(f"the local Dask cluster went away ({reason})")
+        raise ScenarioError(
+            "--scheduler",
+            self.scheduler,
+            f"lost the Dask scheduler or its tasks ({reason}); the chunks that finished are "
+            "kept in the run directory: complete the run with trainsim run --resume RUN_DIR",
+        )
 
     def _stop(self) -> None:
         """Stop the chunks in flight at their next replica and keep what they did; cancel
@@ -238,6 +252,19 @@ class _ClusterStop:
         return self._set
 
 
+def _failed_chunk(chunk: Chunk, text: str) -> pd.DataFrame:
+    """Error rows for every replica of a chunk, with the columns of a chunk that ran (the
+    per-class failure counts too: the run's parts must share one schema to merge)."""
+    classes = {f"failures_{fc.name}": None for fc in chunk.plan.failure_classes}
+    return chunk_table(
+        chunk,
+        [
+            {**classes, **error_row(chunk, r, text)}
+            for r in range(chunk.first_replica, chunk.first_replica + chunk.replicas)
+        ],
+    )
+
+
 def _task_failure(exc: BaseException) -> str:
     if type(exc).__name__ == "KilledWorker":
         return f"dask workers died running this chunk (out of memory?): {exc}"
@@ -246,44 +273,89 @@ def _task_failure(exc: BaseException) -> str:
 
 def _connect(distributed, scheduler: str):
     """A client of the scheduler at `scheduler`, or a ScenarioError naming it."""
+    check_scheduler(scheduler)
+    try:
+        return distributed.Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+    except Exception as exc:  # noqa: BLE001 - it answered a moment ago: say what went wrong
+        raise ScenarioError(
+            "--scheduler", scheduler, f"cannot connect to the Dask scheduler ({_reason(exc)})"
+        ) from None
+
+
+def check_scheduler(scheduler: str) -> dict[str, Any]:
+    """Check that a Dask scheduler answers at `scheduler` (within CONNECT_TIMEOUT seconds)
+    and return its identity; else raise a ScenarioError naming the address. A refused
+    port or an unknown host fails at once."""
     from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import backends, get_backend
 
     hint = (
         "check that the scheduler is running (`dask scheduler` prints its address), that "
         "the host and port are right and that no firewall blocks the port; or drop "
         "--scheduler to run on a local cluster of --workers processes"
     )
+
+    def bad(message: str) -> ScenarioError:
+        return ScenarioError("--scheduler", scheduler, message)
+
     try:
         scheme, location = parse_address(scheduler, strict=False)
-        if scheme in ("tcp", "tls"):
-            host, port = parse_host_port(location, DEFAULT_PORT)
+        if scheme in ("http", "https"):
+            raise bad(
+                "a web address (a dashboard's?), not a Dask scheduler's: give "
+                "tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786 (a scheduler listens on port "
+                f"{DEFAULT_PORT} unless told otherwise)"
+            )
+        get_backend(scheme)
+        host, port = (
+            parse_host_port(location, DEFAULT_PORT) if scheme in ("tcp", "tls") else ("", 0)
+        )
     except ValueError as exc:
-        raise ScenarioError(
-            "--scheduler",
-            scheduler,
+        raise bad(
             f"not a Dask scheduler address ({exc}); expected tcp://HOST:PORT, e.g. "
-            "tcp://10.0.0.5:8786",
+            f"tcp://10.0.0.5:8786 (schemes: {', '.join(sorted(backends))})"
         ) from None
-    if scheme in ("tcp", "tls"):  # a quick look first: a refused port fails now, not later
+    if host:  # a refused port or an unknown host fails now, not after CONNECT_TIMEOUT
         try:
             socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
         except OSError as exc:
-            raise ScenarioError(
-                "--scheduler",
-                scheduler,
-                f"cannot reach a Dask scheduler there ({_reason(exc)}); {hint}",
-            ) from None
+            raise bad(f"cannot reach a Dask scheduler there ({_reason(exc)}); {hint}") from None
     try:
-        return distributed.Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise ScenarioError(
-            "--scheduler",
-            scheduler,
-            f"cannot connect to a Dask scheduler there ({_reason(exc)}); {hint}",
-        ) from None
+        with ThreadPoolExecutor(1) as pool:  # a loop of its own, even inside a notebook's
+            identity = pool.submit(asyncio.run, _identity(scheduler)).result()
+    except Exception as exc:  # noqa: BLE001 - whatever answered, it was not a scheduler
+        what = "something answers there, but not as" if host else "cannot reach"
+        raise bad(f"{what} a Dask scheduler ({_reason(exc)}); {hint}") from None
+    kind = identity.get("type") if isinstance(identity, dict) else None
+    if kind != "Scheduler":
+        raise bad(
+            f"that is a Dask {kind or 'server'}, not the scheduler: give the scheduler's "
+            "address (its workers print it as 'Registered to: tcp://...')"
+        )
+    return identity
+
+
+async def _identity(address: str) -> Any:
+    """The identity of the Dask server at `address`: one connection, one question."""
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    async def ask() -> Any:
+        comm = await connect(
+            address, timeout=CONNECT_TIMEOUT, **Security().get_connection_args("client")
+        )
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            await comm.close()
+
+    return await asyncio.wait_for(ask(), CONNECT_TIMEOUT)
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "its answer is not in Dask's protocol"
     if isinstance(exc, socket.gaierror):
         return f"unknown host: {exc.strerror or exc}"
     if isinstance(exc, TimeoutError | socket.timeout):
@@ -315,22 +387,29 @@ def _close(client, cluster) -> None:
 
 @contextlib.contextmanager
 def _quiet_logs() -> Iterator[None]:
-    """Dask's own log lines (client, local scheduler, nannies) at ERROR and above only,
-    during the run; the levels are put back afterwards (TRAINSIM_DEBUG keeps them)."""
+    """No log lines from Dask (client, local scheduler, nannies) or its event loop during
+    the run: what goes wrong is reported as an error or as error rows. The levels are put
+    back afterwards; TRAINSIM_DEBUG keeps them."""
     if os.environ.get("TRAINSIM_DEBUG"):
         yield
         return
-    loggers = [logging.getLogger("distributed")]
-    saved = [(logger, logger.level, [h.level for h in logger.handlers]) for logger in loggers]
+    roots = ("distributed", "tornado", "asyncio")
+    names = [
+        name
+        for name, logger in list(logging.root.manager.loggerDict.items())
+        if isinstance(logger, logging.Logger)
+        and (name in roots or name.split(".")[0] in roots)
+        and logger.level != logging.NOTSET
+    ]
+    loggers = [logging.getLogger(name) for name in {*roots, *names}]
+    saved = [(logger, logger.level) for logger in loggers]
     for logger in loggers:
-        logger.setLevel(logging.ERROR)
+        logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        for logger, level, handler_levels in saved:
+        for logger, level in saved:
             logger.setLevel(level)
-            for handler, handler_level in zip(logger.handlers, handler_levels):
-                handler.setLevel(handler_level)
 
 
 @contextlib.contextmanager
@@ -344,6 +423,11 @@ def _sigint_blocked() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
+    # multiprocessing's resource tracker, started from a thread, unblocks SIGINT there
+    # afterwards (instead of restoring the mask): start it here, before blocking
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield

@@ -129,7 +129,8 @@ def timeline_problems(record, tol_s: float = 1e-6) -> list[str]:
     The events of the one job track must tile [0, wall] without gaps or overlaps; the
     durations of each kind must add up to the record's buckets (train = ideal + slowdown +
     checkpoint stall, lost work, the downtime kinds = downtime, node waits = node wait);
-    there is one restart event per restart."""
+    there is one restart event per restart; a finished run ends training (its final stretch
+    is kept whole: time traced after it is time traced in the wrong place)."""
     events = record.timeline
     wall_s = record.wall_hours * 3600
     problems = []
@@ -166,4 +167,12 @@ def timeline_problems(record, tol_s: float = 1e-6) -> list[str]:
     restarts = sum(e["name"] == "restart" for e in events)
     if restarts != record.restarts:
         problems.append(f"{restarts} restart events, {record.restarts} restarts recorded")
+    if record.finished:
+        last = max(
+            (e for e in events if e["duration_s"] > tol_s),
+            key=lambda e: e["start_s"],
+            default=None,
+        )
+        if last is not None and last["name"] != "train":
+            problems.append(f"a finished run that ends with {last['name']!r}, not training")
     return problems

@@ -254,15 +254,17 @@ class Cluster:
 
     # ---- failures and repair
 
-    def send_to_repair(self, failure: Failure, slot: int) -> None:
+    def send_to_repair(self, failure: Failure, slot: int, diagnosed: bool = False) -> None:
         """The node in `slot` failed: it leaves for repair (or retirement). With a
-        misdiagnosis another node of the job goes instead and the faulty one stays."""
+        misdiagnosis another node of the job goes instead and the faulty one stays (not
+        when the node is `diagnosed` already: a health check names it)."""
         if not self.filled[slot]:
             return  # already out (two failures of the same node merged)
         repair = self.plan.repair
         attributable = self.plan.failure_classes[failure.class_index].attributable
         if (
-            repair is not None
+            not diagnosed
+            and repair is not None
             and repair.misdiagnosis_prob > 0
             and attributable
             and failure.repair_s is None

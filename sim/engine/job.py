@@ -274,11 +274,13 @@ class Job:
             start = self.env.now
             merged: list[Failure] = []
             self._waiting_for_nodes = True
-            yield from self._hold(
-                math.inf, "downtime_s", "wait for nodes", merge=merged.append, until_nodes=True
-            )
-            self._waiting_for_nodes = False
-            self.ledger.node_wait_s += self.env.now - start
+            try:
+                yield from self._hold(
+                    math.inf, "downtime_s", "wait for nodes", merge=merged.append, until_nodes=True
+                )
+            finally:  # also when the horizon ends the wait
+                self._waiting_for_nodes = False
+                self.ledger.node_wait_s += self.env.now - start
             for failure in merged:
                 self._send_to_repair(failure)
 
@@ -287,13 +289,15 @@ class Job:
         preemption; failures meanwhile send more nodes to repair."""
         start = self.env.now
         merged: list[Failure] = []
-        yield from self._hold(
-            self.cluster.pool_delay_s(short),
-            "downtime_s",
-            "wait for pool nodes",
-            merge=merged.append,
-        )
-        self.ledger.node_wait_s += self.env.now - start
+        try:
+            yield from self._hold(
+                self.cluster.pool_delay_s(short),
+                "downtime_s",
+                "wait for pool nodes",
+                merge=merged.append,
+            )
+        finally:  # also when the horizon ends the wait
+            self.ledger.node_wait_s += self.env.now - start
         self.cluster.draw_from_pools(self.plan.nodes - self.cluster.available)
         for failure in merged:
             self._send_to_repair(failure)
@@ -328,9 +332,9 @@ class Job:
         self.caught.clear()
         for slot, cls in drains:
             fc = self.plan.failure_classes[cls]
-            self.cluster.send_to_repair(
-                Failure(cls, fc.name, self.env.now, (slot,), 0.0, True, fc.repair_mean_s), slot
-            )
+            drained = Failure(cls, fc.name, self.env.now, (slot,), 0.0, True, fc.repair_mean_s)
+            # the check named the node: no misdiagnosis
+            self.cluster.send_to_repair(drained, slot, diagnosed=True)
         self.ledger.nodes_drained += len(drains)
         yield from self._replace(merged)
         return (yield from self._restart())

@@ -1,9 +1,11 @@
 """Invariants over random small scenarios (hypothesis): the time identity, exact
 accounting of finished runs, node conservation (asserted inside the engine), over
 every failure scope including fabric cables and switches on small fat trees; the
-failure counts recounted from what the failure sources emitted, and the timeline's
-detections matched to those failures. Then exact cases on the tiny scenario: the
-timeline against the record, lost checkpoints, failures per class."""
+failure counts recounted from what the failure sources emitted, the timeline's
+detections matched to those failures, and the timeline against the record, also
+with the operations features (repair pipeline, pools, maintenance, health checks).
+Then exact cases on the tiny scenario: the timeline against the record, lost
+checkpoints, failures per class."""
 
 from __future__ import annotations
 
@@ -50,71 +52,124 @@ def as_class(i: int, spec: dict) -> dict:
     return out
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    nodes=st.integers(1, 6),
-    gpus_per_node=st.sampled_from([1, 2, 4]),
-    spares=st.integers(0, 3),
-    interval=st.integers(1, 400),
-    policy=st.sampled_from(["restart", "elastic"]),
-    min_fraction=st.floats(0.1, 1.0),
-    classes=st.lists(failure_class, min_size=0, max_size=3),
-    horizon_hours=st.floats(0.2, 20.0),
-    seed=st.integers(0, 2**32 - 1),
-    radix=st.sampled_from([4, 8, 64]),
-    placement=st.sampled_from(["contiguous", "scattered"]),
-    mode=st.sampled_from(["sync", "async"]),
-    snapshot_GB_s=st.floats(0.5, 50.0),
-    backup_every=st.integers(0, 4),
-    memory_every=st.integers(0, 30),
-    shared=st.booleans(),
-    data_bytes=st.floats(0.0, 4e6),
-    background=st.floats(0.0, 0.9),
-)
-def test_time_identity_holds_for_every_replica(
-    nodes,
-    gpus_per_node,
-    spares,
-    interval,
-    policy,
-    min_fraction,
-    classes,
-    horizon_hours,
-    seed,
-    radix,
-    placement,
-    mode,
-    snapshot_GB_s,
-    backup_every,
-    memory_every,
-    shared,
-    data_bytes,
-    background,
-):
-    try:
-        scenario = tiny(
-            cluster={"nodes": nodes, "gpus_per_node": gpus_per_node, "spare_nodes": spares},
-            checkpoint={
-                "interval_steps": interval,
-                "mode": mode,
-                "snapshot_GB_s_per_node": snapshot_GB_s,
-                "memory_every_steps": memory_every or None,
-            },
-            failures=[as_class(i, c) for i, c in enumerate(classes)],
-            recovery={"policy": policy, "elastic_min_fraction": min_fraction, "restart_minutes": 1},
-            simulation={"horizon_days": horizon_hours / 24},
-            network={"switch_radix": radix, "placement": placement},
-            storage={
-                "data_tier": "shared" if shared and not memory_every else "separate",
-                "data_bytes_per_token": data_bytes,
-                "background_load": background,
-                **({"backup": {"kind": "object", "every": backup_every}} if backup_every else {}),
-            },
+@st.composite
+def tiny_scenarios(draw, operations: bool = False) -> dict:
+    """Section-wise changes to the tiny scenario: a small cluster on a small fat tree, any
+    checkpoint mode and interval, up to 3 failure classes of any scope, a short horizon,
+    and (with `operations`) some of: the repair pipeline, cold and preemptible pools,
+    lemons, classes that spare idle nodes, maintenance, health checks."""
+    memory_every = draw(st.integers(0, 30))
+    backup_every = draw(st.integers(0, 4))
+    shared = draw(st.booleans())
+    classes = [as_class(i, c) for i, c in enumerate(draw(st.lists(failure_class, max_size=3)))]
+    changes = {
+        "cluster": {
+            "nodes": draw(st.integers(1, 6)),
+            "gpus_per_node": draw(st.sampled_from([1, 2, 4])),
+            "spare_nodes": draw(st.integers(0, 3)),
+        },
+        "checkpoint": {
+            "interval_steps": draw(st.integers(1, 400)),
+            "mode": draw(st.sampled_from(["sync", "async"])),
+            "snapshot_GB_s_per_node": draw(st.floats(0.5, 50.0)),
+            "memory_every_steps": memory_every or None,
+        },
+        "failures": classes,
+        "recovery": {
+            "policy": draw(st.sampled_from(["restart", "elastic"])),
+            "elastic_min_fraction": draw(st.floats(0.1, 1.0)),
+            "restart_minutes": 1,
+        },
+        "simulation": {"horizon_days": draw(st.floats(0.2, 20.0)) / 24},
+        "network": {
+            "switch_radix": draw(st.sampled_from([4, 8, 64])),
+            "placement": draw(st.sampled_from(["contiguous", "scattered"])),
+        },
+        "storage": {
+            "data_tier": "shared" if shared and not memory_every else "separate",
+            "data_bytes_per_token": draw(st.floats(0.0, 4e6)),
+            "background_load": draw(st.floats(0.0, 0.9)),
+            **({"backup": {"kind": "object", "every": backup_every}} if backup_every else {}),
+        },
+    }
+    if not operations:
+        return changes
+    for c in classes:
+        if c["scope"] in ("gpu", "node"):
+            c["while_idle"] = draw(st.booleans())
+    if draw(st.booleans()):
+        changes["repair"] = {
+            "auto_minutes": draw(st.floats(0.5, 60.0)),
+            "escalate_prob": draw(st.floats(0.0, 1.0)),
+            "manual_hours": draw(st.floats(0.1, 3.0)),
+            "technicians": draw(st.sampled_from([None, 1, 2])),
+            "misdiagnosis_prob": draw(st.sampled_from([0.0, 0.3])),
+            "retire_after_failures": draw(st.sampled_from([None, 1, 2])),
+            "retire_window_days": 1,
+        }
+    if draw(st.booleans()):
+        changes["maintenance"] = {
+            "every_days": draw(st.floats(0.05, 5.0)) / 24,
+            "duration_hours": draw(st.floats(0.01, 1.0)),
+        }
+    if draw(st.booleans()):
+        changes["health_checks"] = {
+            "every_hours": draw(st.floats(0.05, 3.0)),
+            "cost_minutes": draw(st.floats(0.1, 10.0)),
+            "catch_prob": draw(st.floats(0.0, 1.0)),
+            "lead_hours": draw(st.floats(0.1, 5.0)),
+        }
+    if draw(st.booleans()):
+        changes["cluster"].update(
+            pool_nodes=draw(st.integers(0, 3)),
+            preemptible_nodes=draw(st.integers(0, 3)),
+            host_selection_minutes=draw(st.floats(0.0, 10.0)),
+            preemption_minutes=draw(st.floats(0.0, 30.0)),
         )
+    if draw(st.booleans()):
+        changes["cluster"].update(
+            lemon_fraction=draw(st.sampled_from([0.0, 0.2, 0.5])),
+            lemon_rate_multiplier=draw(st.floats(1.0, 10.0)),
+        )
+    return changes
+
+
+def tiny_plan(changes: dict):
+    try:
+        return build_plan(tiny(**changes))
     except ScenarioError:
         # e.g. a fat tree too small for the nodes: refused at the edge, as it should be
         assume(False)
-    plan = build_plan(scenario)
+
+
+def assert_detections_explained(r, plan, struck) -> None:
+    """Each detection on the timeline is a failure struck at that instant, of that class, and
+    each failure that stops the job starts a detection or merges into one (or into a wait
+    for nodes or a maintenance window; a hold the horizon cuts short is traced too)."""
+    detections = [e for e in r.timeline if e["name"] == "detect"]
+    unexplained = {(e["start_s"], e["cause"]) for e in detections} - {
+        (f.time_s, f.name) for f in struck
+    }
+    assert not unexplained, f"detections without a failure: {sorted(unexplained)}"
+    causes = {(e["start_s"], e["cause"]) for e in detections}
+    windows = [
+        (e["start_s"], e["start_s"] + e["duration_s"])
+        for e in r.timeline
+        if e["name"] in ("detect", "maintenance", *TIMELINE_NODE_WAITS)
+    ]
+    leaves = plan.fabric.leaves if plan.fabric is not None else 0
+    for f in struck:
+        if f.scope in ("gpu", "node", "job") or (f.scope == "switch" and f.component < leaves):
+            assert (f.time_s, f.name) in causes or any(
+                start <= f.time_s <= end for start, end in windows
+            ), f"{f} neither detected nor merged"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(changes=tiny_scenarios(), seed=st.integers(0, 2**32 - 1))
+def test_time_identity_holds_for_every_replica(changes, seed):
+    horizon_hours = changes["simulation"]["horizon_days"] * 24
+    plan = tiny_plan(changes)
     with recorded_strikes() as struck:
         r = simulate_replica(plan, 0, seed, timeline=True)
     assert identity_error(r) <= 1e-9
@@ -140,28 +195,9 @@ def test_time_identity_holds_for_every_replica(
     recount = Counter(f.name for f in struck)
     assert r.failures_by_class == {fc.name: recount[fc.name] for fc in plan.failure_classes}
 
-    # each detection on the timeline is a failure struck at that instant, of that class ...
-    detections = [e for e in r.timeline if e["name"] == "detect"]
-    unexplained = {(e["start_s"], e["cause"]) for e in detections} - {
-        (f.time_s, f.name) for f in struck
-    }
-    assert not unexplained, f"detections without a failure: {sorted(unexplained)}"
-    # ... and each failure that stops the job starts a detection or merges into one (or into
-    # a wait for nodes or a maintenance window). Only for finished runs: a wait the horizon cuts short is not traced
-    # (see test_timeline_known_defects).
-    if r.finished:
-        causes = {(e["start_s"], e["cause"]) for e in detections}
-        windows = [
-            (e["start_s"], e["start_s"] + e["duration_s"])
-            for e in r.timeline
-            if e["name"] in ("detect", "maintenance", *TIMELINE_NODE_WAITS)
-        ]
-        leaves = plan.fabric.leaves if plan.fabric is not None else 0
-        for f in struck:
-            if f.scope in ("gpu", "node", "job") or (f.scope == "switch" and f.component < leaves):
-                assert (f.time_s, f.name) in causes or any(
-                    start <= f.time_s <= end for start, end in windows
-                ), f"{f} neither detected nor merged"
+    assert_detections_explained(r, plan, struck)
+    # the timeline tiles the wall clock and adds up to the record's buckets
+    assert timeline_problems(r) == []
 
     # an interruption loses at most the one checkpoint in flight (a write, a drain), and so
     # does the horizon; without failures a finished run writes each checkpoint exactly once
@@ -175,6 +211,27 @@ def test_time_identity_holds_for_every_replica(
         if r.finished:
             assert (r.checkpoints_written, r.checkpoints_lost) == (checkpoints, 0)
             assert r.lost_work_hours == 0
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    changes=tiny_scenarios(operations=True),
+    replica=st.integers(0, 9),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_timeline_agrees_with_the_record_with_operations(changes, replica, seed):
+    # planned stops (maintenance, drains, health checks) add downtime and restarts without
+    # failures; pool waits add node wait: the timeline must still tile the wall clock and
+    # add up to the record, whatever ends the run
+    plan = tiny_plan(changes)
+    with recorded_strikes() as struck:
+        r = simulate_replica(plan, replica, seed, timeline=True)
+    assert identity_error(r) <= 1e-9
+    assert timeline_problems(r) == []
+    struck = [f for f in struck if f.time_s < r.wall_hours * 3600]
+    recount = Counter(f.name for f in struck)
+    assert r.failures_by_class == {fc.name: recount[fc.name] for fc in plan.failure_classes}
+    assert_detections_explained(r, plan, struck)
 
 
 # --------------------------------------------------------------------------- exact cases
@@ -238,22 +295,31 @@ def test_timeline_matches_the_record(case):
     )
 
 
-# Engine defects (sim/engine/job.py, `_trace`): the events disagree with the record.
-KNOWN_DEFECTS = {
-    # a hold ended early is traced with its planned length: the aborted restart (310-915 s)
-    # overlaps the detection at 410 s, and the trace has 505 s more downtime than the record
-    "a crash during a restart": ({"failures": NEVER}, [crash(250.0), crash(410.0)]),
-    # the restart is traced to 915 s, past the horizon at 400 s
+# Cases the timeline once got wrong (it traced planned lengths and skipped work that was
+# carried): (scenario changes, injected failures, events it must hold as (name, start s,
+# duration s)). Sync checkpoints are durable at 110, 220, ... s; restart 600 s + 5 s load.
+TIMELINE_REGRESSIONS = {
+    # a hold ended early is traced with its actual length: the restart from 310 s is aborted
+    # at 410 s by the second crash (it was traced to 915 s, over the detection at 410 s)
+    "a crash during a restart": (
+        {"failures": NEVER},
+        [crash(250.0), crash(410.0)],
+        [("restart", 310.0, 100.0), ("detect", 410.0, 60.0), ("restart", 470.0, 605.0)],
+    ),
+    # the horizon ends the restart at 400 s (it was traced to 915 s)
     "the horizon during a restart": (
         {"failures": NEVER, "simulation": horizon(400.0)},
         [crash(250.0)],
+        [("restart", 310.0, 90.0)],
     ),
-    # the horizon ends a wait for nodes, which is then never traced
+    # the horizon ends a wait for nodes (it was never traced)
     "the horizon during a wait for nodes": (
         {"failures": NODE, "simulation": horizon(2000.0)},
         [node_failure(250.0, repair_s=1e6)],
+        [("wait for nodes", 310.0, 1690.0)],
     ),
-    # a rollback to memory neither traces its lost work nor the work it carries on
+    # a rollback to memory: the work after the newest in-memory checkpoint is lost, the work
+    # up to it is carried and kept at the next checkpoint (neither was traced)
     "a rollback to an in-memory checkpoint": (
         {
             "failures": NODE,
@@ -261,26 +327,43 @@ KNOWN_DEFECTS = {
             "checkpoint": {"memory_every_steps": 20, "snapshot_GB_s_per_node": 50.0},
         },
         [node_failure(250.0)],
+        [("train", 220.8, 20.1), ("lost work", 240.9, 9.1)],
     ),
-    # training blocked by the tier: "wait for storage" is traced with no length, and the work
-    # before the blocked checkpoint is never traced
-    "a checkpoint waiting for the tier": ({"failures": LUSTRE}, [outage(250.0, 200.0)]),
-    # the aborted write's lost work is not traced
-    "an outage during a write": ({"failures": LUSTRE}, [outage(325.0, 75.0)]),
+    # training blocked by the tier: the work up to the blocked checkpoint (220-320 s) is kept
+    # when the tier is back, the wait lasts until then (it was traced with no length, and
+    # the work before it not at all)
+    "a checkpoint waiting for the tier": (
+        {"failures": LUSTRE},
+        [outage(250.0, 200.0)],
+        [("train", 220.0, 100.0), ("wait for storage", 320.0, 130.0), ("train", 450.0, 780.0)],
+    ),
+    # the outage aborts the write of 320-330 s at 325 s: its 5 s are lost (were not traced)
+    "an outage during a write": (
+        {"failures": LUSTRE},
+        [outage(325.0, 75.0)],
+        [("lost work", 320.0, 5.0), ("wait for storage", 325.0, 75.0)],
+    ),
 }
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="engine timeline defect"))
-        for c in KNOWN_DEFECTS
-    ],
-)
-def test_timeline_known_defects(case):
-    changes, injected = KNOWN_DEFECTS[case]
+@pytest.mark.parametrize("case", list(TIMELINE_REGRESSIONS))
+def test_timeline_regressions(case):
+    changes, injected, expected = TIMELINE_REGRESSIONS[case]
     r = simulate_replica(build_plan(tiny(**changes)), 0, 1, injected=injected, timeline=True)
     assert timeline_problems(r) == []
+    events = [(e["name"], e["start_s"], e["duration_s"]) for e in r.timeline]
+    for name, start_s, duration_s in expected:
+        assert any(
+            n == name and s == pytest.approx(start_s) and d == pytest.approx(duration_s)
+            for n, s, d in events
+        ), f"no {name!r} at {start_s} s for {duration_s} s in {sorted(events, key=lambda e: e[1])}"
+
+
+def test_a_node_wait_the_horizon_cuts_short_is_still_node_wait():
+    # the wait for nodes of 310-2000 s is downtime and node wait, although the horizon ends it
+    changes, injected, _ = TIMELINE_REGRESSIONS["the horizon during a wait for nodes"]
+    r = simulate_replica(build_plan(tiny(**changes)), 0, 1, injected=injected, timeline=True)
+    assert r.node_wait_hours * 3600 == pytest.approx(1690.0)
 
 
 def test_a_node_failure_during_the_final_drain_takes_the_final_snapshot_again():
@@ -337,14 +420,17 @@ def cable_failure(t: float, cable: int) -> Failure:
     return Failure(0, "cable", t, (), 0.0, False, 1e6, scope="link", component=cable)
 
 
-@pytest.mark.xfail(strict=True, reason="engine timeline defect")
-def test_timeline_known_defect_a_slower_fabric():
+def test_timeline_a_slower_fabric():
     # a cable failure changes the step time mid-interval: the work carried across the change
-    # (the 20 s since the checkpoint durable at 35 s) is booked but never traced
+    # (the 20 s since the checkpoint durable at 35 s) is kept at the next checkpoint, and
+    # traced then (it was booked but never traced)
     plan, cable = fabric_plan()
     r = simulate_replica(plan, 0, 1, injected=[cable_failure(55.0, cable)], timeline=True)
     assert r.slowdown_hours > 0
     assert timeline_problems(r) == []
+    train = sorted((e["start_s"], e["duration_s"]) for e in r.timeline if e["name"] == "train")
+    assert train[0] == pytest.approx((0.0, 35.0))
+    assert sum(d for _, d in train) == pytest.approx(r.wall_hours * 3600)
 
 
 LOST_CHECKPOINTS = {  # (checkpoint, horizon s, injected, checkpoints lost, written)
