@@ -176,3 +176,41 @@ def timeline_problems(record, tol_s: float = 1e-6) -> list[str]:
         if last is not None and last["name"] != "train":
             problems.append(f"a finished run that ends with {last['name']!r}, not training")
     return problems
+
+
+# --------------------------------------------------------------------------- the repository stays clean
+
+# What running tests may leave behind anyway: bytecode and tool caches (all git-ignored).
+_HARMLESS = ("__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache")
+
+
+def _untracked() -> set[str] | None:
+    """Paths git reports as untracked or ignored (None outside a git checkout)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    paths = {line[3:] for line in out.stdout.splitlines() if line[:2] in ("??", "!!")}
+    return {p for p in paths if not any(part in _HARMLESS for part in Path(p).parts)}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def repository_stays_clean():
+    """Tests write only to temporary directories: a test run must leave no new file in the
+    checkout (results/ above all)."""
+    before = _untracked()
+    yield
+    after = _untracked()
+    if before is not None and after is not None:
+        new = sorted(after - before)
+        assert not new, f"the tests left files in the repository: {new[:10]}"
