@@ -244,74 +244,61 @@ class Progress:
         not yet durable work it builds on); lose the rest. False if there is none."""
         w = position.snapshots
         if w == stretch.checkpoints and w > position.checkpoints:
-            return self._roll_back_to_final_window(stretch, position)
+            # every snapshot was taken and the last (the run's final one) still drained: no
+            # window follows it and the newest in-memory checkpoint is at its step; its
+            # window's work is carried (all steps done) and the snapshot is taken again
+            _, steps = stretch.window_steps(w)
+            compute, other = self._add_last_window(position, w, 0.0, 0.0)
+            base = stretch.step_at_checkpoint(w - 1)
+            return self._resume_from_memory(compute, other, position.window_s, steps, base)
         newest = stretch.progress(w + 1, position.window_s)[2]
         if newest is None:
             return False
         boundary, when_s = newest
         done, _ = stretch.window_steps(w + 1)
         compute = (boundary - done) * stretch.step_s
-        carried_compute, carried_other = compute, when_s - compute
+        other = when_s - compute
         if w == 0:
-            carried_compute += self.next_compute_s
-            carried_other += self.next_other_s
+            compute += self.next_compute_s
+            other += self.next_other_s
             base = stretch.start_step
         else:
             base = stretch.step_at_checkpoint(w)
-            if (
-                w > position.checkpoints
-            ):  # the last snapshot never became durable: its work is needed
-                carried_compute += position.last_window_compute_s
-                carried_other += position.last_window_s - position.last_window_compute_s
-                if w == 1:
-                    carried_compute += self.next_compute_s
-                    carried_other += self.next_other_s
-                self.ledger.checkpoints_lost += 1
-        if self.pending is not None:  # its drain dies with the job; its work is in memory
-            carried_compute += self.pending.compute_s
-            carried_other += self.pending.other_s
-            self.pending = None
-            self.ledger.checkpoints_lost += 1
+            if w > position.checkpoints:  # the last snapshot never became durable
+                compute, other = self._add_last_window(position, w, compute, other)
         window_start = elapsed_s - position.window_s
-        self.ledger.lost_work_s += elapsed_s - (window_start + when_s)
-        if self.timeline is not None:
-            self._resolve_newest(
-                elapsed_s - (window_start + when_s), "lost work", rolled_back_to=base
-            )
-        self.next_compute_s, self.next_other_s = carried_compute, carried_other
-        self.done_steps, self.snapped_s = float(boundary), 0.0
-        self.resume_step = base
-        self.from_memory = True
-        return True
+        lost_s = elapsed_s - (window_start + when_s)
+        return self._resume_from_memory(compute, other, lost_s, boundary, base)
 
-    def _roll_back_to_final_window(self, stretch: Stretch, position) -> bool:
-        """Every snapshot of the stretch was taken and the last (the run's final one) still
-        drained: no window follows it, and the newest in-memory checkpoint is at its step.
-        Its window's work is carried (all of its steps done) and the snapshot is taken
-        again; the drain waited for so far is lost."""
-        w = position.snapshots
-        _, steps = stretch.window_steps(w)
-        compute = position.last_window_compute_s
-        other = position.last_window_s - position.last_window_compute_s
+    def _add_last_window(self, position, w: int, compute: float, other: float):
+        """The work of the window whose snapshot never became durable (and of the work
+        carried into it when it was the stretch's first): needed again; that checkpoint is
+        lost."""
+        compute += position.last_window_compute_s
+        other += position.last_window_s - position.last_window_compute_s
         if w == 1:  # its window began before this stretch
             compute += self.next_compute_s
             other += self.next_other_s
         self.ledger.checkpoints_lost += 1
+        return compute, other
+
+    def _resume_from_memory(
+        self, compute: float, other: float, lost_s: float, done_steps: float, base: int
+    ) -> bool:
+        """Restart from an in-memory checkpoint `done_steps` into the window after `base`:
+        carry `compute` and `other` (and a draining snapshot's work, which dies with the
+        job), lose `lost_s`."""
         if self.pending is not None:  # its drain dies with the job; its work is in memory
             compute += self.pending.compute_s
             other += self.pending.other_s
             self.pending = None
             self.ledger.checkpoints_lost += 1
-        self.ledger.lost_work_s += position.window_s
+        self.ledger.lost_work_s += lost_s
         if self.timeline is not None:
-            self._resolve_newest(
-                position.window_s,
-                "lost work",
-                rolled_back_to=stretch.step_at_checkpoint(w - 1),
-            )
+            self._resolve_newest(lost_s, "lost work", rolled_back_to=base)
         self.next_compute_s, self.next_other_s = compute, other
-        self.done_steps, self.snapped_s = float(steps), 0.0
-        self.resume_step = stretch.step_at_checkpoint(w - 1)
+        self.done_steps, self.snapped_s = float(done_steps), 0.0
+        self.resume_step = base
         self.from_memory = True
         return True
 
