@@ -117,6 +117,10 @@ def run_scenario(
         extra["points_slice"] = [points.start, points.stop]
     if target_ci is not None:
         extra["target_ci"] = target_ci
+    if executor == "dask" and scheduler:
+        from sim.dask_executor import check_scheduler
+
+        check_scheduler(scheduler)  # an unreachable cluster leaves no run directory behind
     run = RunDir.create(out, scenario_set, seed, replicas, executor, workers, extra)
     return _complete(run, scenario_set, progress, figures, timeline, problems, scheduler)
 

@@ -79,7 +79,11 @@ scheduler_option = click.option(
     type=click.IntRange(min=0, max=MAX_SEED),
     help="Base seed [scenario's simulation.seed].",
 )
-@click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Worker processes [all cores]; with --scheduler, the cluster's workers (it sizes chunks).",
+)
 @executor_option
 @scheduler_option
 @set_option

@@ -162,6 +162,8 @@ def error_row(chunk: Chunk, replica: int, exc: BaseException | str) -> dict:
         "finished": False,
         "error": text,
         "point": chunk.point,
+        # every chunk has every class column, so that all parts share one schema
+        **{f"failures_{fc.name}": None for fc in chunk.plan.failure_classes},
         **chunk.params,
     }
 
