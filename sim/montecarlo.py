@@ -423,15 +423,15 @@ class _Signals:
 
 def sweep_types(scenario_set: ScenarioSet) -> dict[str, str]:
     """One column type per swept key, from all its values: every chunk writes the same
-    schema (bool, int64, float64, or string)."""
+    schema (boolean, Int64, float64 or string; a null value stays missing)."""
     types = {}
     for key in scenario_set.swept_keys:
-        values = [p.params[key] for p in scenario_set.points]
-        if all(isinstance(v, bool) for v in values):
-            types[key] = "bool"
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            types[key] = "int64"
-        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        values = [p.params[key] for p in scenario_set.points if p.params[key] is not None]
+        if values and all(isinstance(v, bool) for v in values):
+            types[key] = "boolean"
+        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            types[key] = "Int64"
+        elif values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
             types[key] = "float64"
         else:
             types[key] = "string"
@@ -460,7 +460,7 @@ def frame_of(rows: list[dict], swept_keys: list[str], types: dict[str, str]) -> 
         table[column] = table[column].astype(str)
     for key in swept_keys:
         if types.get(key) == "string":
-            table[key] = table[key].map(str)
+            table[key] = table[key].map(lambda v: None if v is None else str(v)).astype("string")
         elif key in types:
             table[key] = table[key].astype(types[key])
     return table

@@ -63,7 +63,7 @@ def test_defaults_fill_optional_sections():
             "greater than or equal to 0.001",
         ),
         ({"parallelism": {"tensor": 3}}, "parallelism", "does not divide"),
-        ({"repair": {"auto_minutes": 120}}, "repair", "not supported yet"),
+        ({"repair": {"escalate_prob": 1.5}}, "repair.escalate_prob", "less than or equal to 1"),
         (
             {"checkpoint": {"memory_every_steps": 10}, "cluster": {"host_memory_GB": 8.0}},
             "checkpoint.memory_every_steps",
@@ -97,7 +97,7 @@ def test_defaults_fill_optional_sections():
             "checkpoint.mode",
             "host RAM",
         ),
-        ({"maintenance": {"every_days": 14}}, "maintenance", "not supported yet"),
+        ({"maintenance": {"every_days": 0}}, "maintenance.every_days", "greater than 0"),
     ],
 )
 def test_bad_input_names_the_key_path(change, path, words):
@@ -135,7 +135,7 @@ def test_set_overrides_any_key_and_list_items():
         ("checkpoint.interval_stepz=5", "checkpoint.interval_stepz", "does not exist"),
         ("failures.3.repair_hours=1", "failures.3", "out of range"),
         ("checkpoint.interval_steps=-5", "checkpoint.interval_steps", "greater than 0"),
-        ("maintenance.every_days=7", "maintenance.every_days", "not supported yet"),
+        ("maintenance.every_days=-7", "maintenance.every_days", "greater than 0"),
         ("checkpoint.interval_steps", "checkpoint.interval_steps", "KEY=VALUE"),
     ],
 )
