@@ -19,41 +19,16 @@ import math
 import pandas as pd
 import pytest
 
+from benchmarks.ops_tradeoffs import CHECKS as BENCH_CHECKS
+from benchmarks.ops_tradeoffs import EAGER, PERSISTENT_LEMONS
 from sim.montecarlo import run
 from sim.scenario import load_scenario
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "scenarios" / "llama70b-1k.yaml"
 
-LEMONS = [
-    "cluster.nodes=512",
-    "cluster.spare_nodes=16",
-    "cluster.lemon_fraction=0.1",
-    "cluster.lemon_rate_multiplier=5",
-    "repair.auto_minutes=120",
-    "repair.escalate_prob=0.5",
-    "repair.auto_false_fix_prob=0.4",
-    "repair.manual_hours=48",
-    "repair.manual_false_fix_prob=0.2",
-    "repair.retire_window_days=7",
-]
-# lemons that fail about weekly (50x) and that automated repair mostly leaves faulty
-PERSISTENT_LEMONS = [
-    *LEMONS,
-    "cluster.spare_nodes=32",
-    "cluster.lemon_rate_multiplier=50",
-    "repair.escalate_prob=0.2",
-    "repair.auto_false_fix_prob=0.8",
-    "repair.manual_false_fix_prob=0.5",
-]
-# retire at the first failure, with a year-long memory and 4 spares
-EAGER = [*LEMONS, "cluster.spare_nodes=4", "repair.retire_window_days=365"]
-
-CHECKS = [
-    "health_checks.every_hours=24",
-    "health_checks.cost_minutes=10",
-    "health_checks.lead_hours=12",
-]
+# the scenarios are the benchmark's (benchmarks/ops_tradeoffs.py prints the figures)
+CHECKS = [*BENCH_CHECKS, "health_checks.cost_minutes=10"]
 
 
 def points(overrides: list[str], param: str, replicas: int, seed: int):
