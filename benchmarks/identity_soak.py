@@ -19,9 +19,7 @@ hypothesis property test does the same in the suite with fewer examples; this fi
 the rare paths.
 
 The operations draws come from their own random stream, so --no-ops draws exactly the
-scenarios of the soak before the operations layer. A negative slowdown with an elastic
-job, async checkpoints and an in-memory level is a known, older defect: it is counted
-apart ("known") and does not fail the soak unless --strict.
+scenarios of the soak before the operations layer.
 
 --repro DIR writes each violation's scenario, replica seed and problems to a JSON file;
 --replay reruns one and prints its record.
@@ -227,18 +225,6 @@ def problems_of(plan, r) -> list[str]:
     return out
 
 
-def is_known(scenario: Scenario, problems: list[str]) -> bool:
-    """The known, older defect: a negative slowdown (and the identity still holding or
-    not) with an elastic job, async checkpoints and an in-memory level."""
-    ckpt = scenario.checkpoint
-    known_shape = (
-        scenario.recovery.policy == "elastic"
-        and ckpt.mode == "async"
-        and ckpt.memory_every_steps is not None
-    )
-    return known_shape and all(p.startswith("negative slowdown") for p in problems)
-
-
 def run_one(scenario: Scenario, seed: int):
     plan = build_plan(scenario)
     try:
@@ -302,7 +288,6 @@ def main() -> int:
     parser.add_argument("--no-ops", action="store_true", help="without the operations features")
     parser.add_argument("--repro", type=Path, help="write each violation's reproducer here")
     parser.add_argument("--show", type=int, default=5, help="print the scenario of this many")
-    parser.add_argument("--strict", action="store_true", help="the known defect fails too")
     parser.add_argument("--replay", type=Path, help="rerun one reproducer file")
     args = parser.parse_args()
     if args.replay:
@@ -311,7 +296,6 @@ def main() -> int:
     ran = refused = 0
     bad: list[int] = []  # the time identity (or a crash)
     counts: list[int] = []  # the counters only
-    known: list[int] = []
     used: dict[str, int] = {}
     totals: dict[str, int] = {}  # what the features did, summed over the runs
     start = time.perf_counter()
@@ -331,10 +315,9 @@ def main() -> int:
             used[feature] = used.get(feature, 0) + 1
         if not problems:
             continue
-        expected = is_known(scenario, problems)
         only_counts = all(p.startswith(COUNTS) for p in problems)
-        (known if expected else counts if only_counts else bad).append(i)
-        label = "known defect" if expected else "COUNTS" if only_counts else "VIOLATION"
+        (counts if only_counts else bad).append(i)
+        label = "COUNTS" if only_counts else "VIOLATION"
         print(
             f"{label} run {i} (replica 0, seed {i}): {'; '.join(problems)} [{describe(scenario)}]"
         )
@@ -346,24 +329,22 @@ def main() -> int:
                     {
                         "seed": i,
                         "problems": problems,
-                        "known": expected,
                         "scenario": scenario.model_dump(mode="json", exclude_none=True),
                     },
                     indent=1,
                 )
             )
             print(f"  reproduce: .venv/bin/python benchmarks/identity_soak.py --replay {target}")
-        if len(bad) + len(counts) + len(known) <= args.show:
+        if len(bad) + len(counts) <= args.show:
             print(f"  scenario: {scenario.model_dump_json(exclude_defaults=True)}")
     elapsed = time.perf_counter() - start
     print(
         f"identity soak: {ran} runs ({refused} refused at the edge) in {elapsed:.1f} s, "
-        f"{len(bad)} violations of the identity, {len(counts)} of the counters, "
-        f"{len(known)} of the known elastic+async+memory defect"
+        f"{len(bad)} violations of the identity, {len(counts)} of the counters"
     )
     print("runs per feature: " + ", ".join(f"{k} {v}" for k, v in used.items()))
     print("activity (summed): " + ", ".join(f"{k} {v}" for k, v in totals.items()))
-    return 1 if bad or counts or (args.strict and known) else 0
+    return 1 if bad or counts else 0
 
 
 if __name__ == "__main__":
