@@ -26,11 +26,9 @@ from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 FIGURE_COLUMNS = list(
     dict.fromkeys(
         [
-            "scenario",
             "point",
             "replica",
             "finished",
-            "error",
             "time_to_train_days",
             "lost_work_hours",
             *(column for column, _, _ in plots.BREAKDOWN),
@@ -264,8 +262,15 @@ def finalise(
             keys = scenario_set.swept_keys
             columns = [*FIGURE_COLUMNS, *(k for k in keys if k not in FIGURE_COLUMNS)]
             marks = {key: analysis.interval_marks(scenario_set.base, key) for key in keys}
+            # only the columns the figures read, error rows dropped (as the strings of the
+            # scenario and error columns are what would grow with the replicas)
+            rows = pd.read_parquet(table_path, columns=columns)
+            rows = rows[(light["error"] == "").to_numpy()]
+            rows["scenario"] = pd.Categorical.from_codes(
+                [0] * len(rows), categories=[scenario_set.name]
+            )
             plots.write_figures(
-                pd.read_parquet(table_path, columns=columns),
+                rows,
                 summary,
                 run.path / "figures",
                 keys,
