@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from sim.engine import build_plan, simulate_replica  # noqa: E402
 from sim.scenario import Scenario, ScenarioError  # noqa: E402
-from tests.conftest import identity_error, tiny  # noqa: E402
+from tests.conftest import as_class, identity_error, tiny  # noqa: E402
 
 SCOPES = ["gpu", "node", "node", "job", "link", "switch", "storage"]
 COUNTS = "counts: "  # the prefix of a problem with the counters, not with the time identity
@@ -59,16 +59,6 @@ ACTIVITY = [
     "checkpoints_lost",
     "restores_from_backup",
 ]
-
-
-def as_class(i: int, spec: dict) -> dict:
-    """A failure class of the schema from a drawn spec (keys only some scopes allow dropped)."""
-    out = {"name": f"c{i}", **spec}
-    if spec["scope"] in ("job", "link", "storage"):
-        out["replace"] = False
-    if spec["scope"] != "storage":
-        out["loses_data"] = False
-    return out
 
 
 def random_scenario(rng: random.Random, ops: random.Random | None = None) -> Scenario:

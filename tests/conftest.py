@@ -74,6 +74,21 @@ def identity_error(record) -> float:
     return abs(parts - r.wall_hours) / max(r.wall_hours, 1e-12)
 
 
+def as_class(i: int, spec: dict) -> dict:
+    """A failure class of the schema from drawn keys: those a scope does not allow are
+    dropped, and a distribution gets its shape."""
+    out = {"name": f"c{i}", **spec}
+    if spec["scope"] in ("job", "link", "storage"):
+        out["replace"] = False
+    if spec["scope"] != "storage":
+        out["loses_data"] = False
+    if spec["distribution"] == "weibull":
+        out["weibull_shape"] = 0.8
+    if spec["distribution"] == "lognormal":
+        out["lognormal_sigma"] = 1.0
+    return out
+
+
 def tiny(**changes: Any) -> Scenario:
     """The tiny scenario with section-wise changes: tiny(checkpoint={"interval_steps": 50})."""
     return load_document(merge(TINY, changes), "tiny").base

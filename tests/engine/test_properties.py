@@ -20,6 +20,7 @@ from sim.engine import Failure, build_plan, simulate_replica
 from sim.scenario import ScenarioError
 from tests.conftest import (
     TIMELINE_NODE_WAITS,
+    as_class,
     identity_error,
     recorded_strikes,
     timeline_problems,
@@ -37,19 +38,6 @@ failure_class = st.fixed_dictionaries(
         "loses_data": st.booleans(),
     }
 )
-
-
-def as_class(i: int, spec: dict) -> dict:
-    out = {"name": f"c{i}", **spec}
-    if spec["scope"] in ("job", "link", "storage"):
-        out["replace"] = False
-    if spec["scope"] != "storage":
-        out["loses_data"] = False
-    if spec["distribution"] == "weibull":
-        out["weibull_shape"] = 0.8
-    if spec["distribution"] == "lognormal":
-        out["lognormal_sigma"] = 1.0
-    return out
 
 
 @st.composite
