@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 from sim.engine import build_plan, simulate_replica  # noqa: E402
 from sim.scenario import Scenario, ScenarioError  # noqa: E402
-from tests.conftest import as_class, identity_error, tiny  # noqa: E402
+from sim.engine.ledger import DOWNTIME_PARTS  # noqa: E402
+from tests.conftest import COST_PARTS, as_class, identity_error, tiny  # noqa: E402
 
 SCOPES = ["gpu", "node", "node", "job", "link", "switch", "storage"]
 COUNTS = "counts: "  # the prefix of a problem with the counters, not with the time identity
@@ -183,6 +184,9 @@ def problems_of(plan, r) -> list[str]:
         "checkpoint_stall": r.checkpoint_stall_hours,
         "downtime": r.downtime_hours,
     }
+    # the parts of downtime and of the cost (they sum to their parents: identity_error)
+    buckets.update({part: getattr(r, part.removesuffix("_s") + "_hours") for part in DOWNTIME_PARTS})
+    buckets.update({column: getattr(r, column) for column in COST_PARTS})
     err = identity_error(r)
     if err > 1e-9:
         out.append(f"identity off by {err:.3g} (relative)")

@@ -69,10 +69,23 @@ COLUMNS = [
     "nodes_from_pool",
     "preemptions",
     "nodes_drained",
+    "detect_hours",
     "node_wait_hours",
+    "restart_hours",
+    "checkpoint_load_hours",
+    "rescale_hours",
+    "storage_wait_hours",
+    "maintenance_hours",
+    "health_check_hours",
     "lost_gpu_hours",
     "gpu_hours",
     "cost_usd",
+    "cost_ideal_usd",
+    "cost_slowdown_usd",
+    "cost_lost_work_usd",
+    "cost_checkpoint_stall_usd",
+    "cost_downtime_usd",
+    "cost_idle_spares_usd",
 ]
 
 EXECUTORS = ("serial", "processes", "dask")

@@ -15,7 +15,18 @@ from unittest import mock
 
 import pytest
 
+from sim.engine.ledger import DOWNTIME_PARTS
 from sim.scenario import Scenario, load_document
+
+# the cost breakdown columns, summing to cost_usd (docs/metrics.md)
+COST_PARTS = (
+    "cost_ideal_usd",
+    "cost_slowdown_usd",
+    "cost_lost_work_usd",
+    "cost_checkpoint_stall_usd",
+    "cost_downtime_usd",
+    "cost_idle_spares_usd",
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,7 +73,9 @@ def merge(base: dict, changes: dict) -> dict:
 
 
 def identity_error(record) -> float:
-    """Relative error of wall = ideal + slowdown + lost_work + checkpoint_stall + downtime."""
+    """Relative error of wall = ideal + slowdown + lost_work + checkpoint_stall + downtime,
+    and of the identities below it: downtime = the sum of its parts (relative to the wall),
+    cost_usd = the sum of the cost breakdown. The largest of the three."""
     r = record
     parts = (
         r.ideal_hours
@@ -71,7 +84,14 @@ def identity_error(record) -> float:
         + r.checkpoint_stall_hours
         + r.downtime_hours
     )
-    return abs(parts - r.wall_hours) / max(r.wall_hours, 1e-12)
+    wall = max(r.wall_hours, 1e-12)
+    downtime = sum(getattr(r, part.removesuffix("_s") + "_hours") for part in DOWNTIME_PARTS)
+    costs = sum(getattr(r, column) for column in COST_PARTS)
+    return max(
+        abs(parts - r.wall_hours) / wall,
+        abs(downtime - r.downtime_hours) / wall,
+        abs(costs - r.cost_usd) / max(r.cost_usd, 1e-12),
+    )
 
 
 def as_class(i: int, spec: dict) -> dict:

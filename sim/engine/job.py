@@ -218,7 +218,7 @@ class Job:
                 if blocked_at is not None and target == blocked_at:
                     self.progress.carry(stretch, stretch.position(target), target)
                     failure = yield from self._hold(
-                        math.inf, "downtime_s", "wait for storage", wake_on=(StorageChanged,)
+                        math.inf, "storage_wait_s", "wait for storage", wake_on=(StorageChanged,)
                     )
                     if failure is not None:
                         self.progress.drop()  # the work carried to the blocked checkpoint
@@ -240,7 +240,7 @@ class Job:
             if grown is not None and grown > nodes:
                 self.cluster.resize(grown)
                 failure = yield from self._hold(
-                    plan.rescale_s, "downtime_s", "rescale", nodes=grown
+                    plan.rescale_s, "rescale_s", "rescale", nodes=grown
                 )
                 if failure is not None:
                     return failure
@@ -250,7 +250,7 @@ class Job:
         failures = [first]
         remaining = max(0.0, first.time_s + first.detect_s - self.env.now)
         yield from self._hold(
-            remaining, "downtime_s", "detect", merge=failures.append, cause=first.name
+            remaining, "detect_s", "detect", merge=failures.append, cause=first.name
         )
         if self.progress.from_memory and (
             len({n for f in failures for n in f.nodes}) > 1 or any(not f.nodes for f in failures)
@@ -271,33 +271,27 @@ class Job:
             if nodes is not None and not self.fabric_partitioned:
                 self.cluster.resize(nodes)
                 return
-            start = self.env.now
             merged: list[Failure] = []
             self._waiting_for_nodes = True
             try:
                 yield from self._hold(
-                    math.inf, "downtime_s", "wait for nodes", merge=merged.append, until_nodes=True
+                    math.inf, "node_wait_s", "wait for nodes", merge=merged.append, until_nodes=True
                 )
             finally:  # also when the horizon ends the wait
                 self._waiting_for_nodes = False
-                self.ledger.node_wait_s += self.env.now - start
             for failure in merged:
                 self._send_to_repair(failure)
 
     def _wait_for_pool(self, short: int):
         """Nodes from the cold pool join after host selection, borrowed ones after their
         preemption; failures meanwhile send more nodes to repair."""
-        start = self.env.now
         merged: list[Failure] = []
-        try:
-            yield from self._hold(
-                self.cluster.pool_delay_s(short),
-                "downtime_s",
-                "wait for pool nodes",
-                merge=merged.append,
-            )
-        finally:  # also when the horizon ends the wait
-            self.ledger.node_wait_s += self.env.now - start
+        yield from self._hold(
+            self.cluster.pool_delay_s(short),
+            "node_wait_s",
+            "wait for pool nodes",
+            merge=merged.append,
+        )
         self.cluster.draw_from_pools(self.plan.nodes - self.cluster.available)
         for failure in merged:
             self._send_to_repair(failure)
@@ -322,7 +316,7 @@ class Job:
             self.maintenance_due = False
             # nodes that fail during the window go to repair when it ends
             yield from self._hold(
-                self.plan.maintenance.duration_s, "downtime_s", "maintenance", merge=merged.append
+                self.plan.maintenance.duration_s, "maintenance_s", "maintenance", merge=merged.append
             )
         drains = [
             (slot, cls)
@@ -350,7 +344,7 @@ class Job:
             catch = self.health_rng.random() < checks.catch_prob
             if catch and slot not in self.caught:
                 self.caught[slot] = (node, cls)
-        return (yield from self._hold(checks.cost_s, "downtime_s", "health check"))
+        return (yield from self._hold(checks.cost_s, "health_check_s", "health check"))
 
     def _restart(self):
         """Launch and load the last durable checkpoint; returns a failure that aborted it, or None.
@@ -365,7 +359,7 @@ class Job:
         elif self.progress.durable_step > 0:
             while self.progress.tier_down():
                 failure = yield from self._hold(
-                    math.inf, "downtime_s", "wait for storage", wake_on=(StorageChanged,)
+                    math.inf, "storage_wait_s", "wait for storage", wake_on=(StorageChanged,)
                 )
                 if failure is not None:
                     return failure
@@ -379,21 +373,29 @@ class Job:
         self.ledger.restarts += 1
         return (
             yield from self._hold(
-                duration, "downtime_s", "restart", nodes=nodes, from_step=self.progress.durable_step
+                duration,
+                "restart_s",
+                "restart",
+                load_after_s=self.plan.restart_s,
+                nodes=nodes,
+                from_step=self.progress.durable_step,
             )
         )
 
     def _hold(
         self,
         seconds: float,
-        bucket: str,
+        part: str,
         name: str,
         merge=None,
         until_nodes: bool = False,
         wake_on: tuple = (),
+        load_after_s: float | None = None,
         **args,
     ):
-        """Let `seconds` of wall clock pass, booked to `bucket`, traced as `name` (with `args`).
+        """Let `seconds` of wall clock pass, booked to downtime and to its `part` (a ledger
+        attribute of DOWNTIME_PARTS; a restart's time past `load_after_s` is the checkpoint
+        load), traced as `name` (with `args`).
 
         A failure ends the hold and is returned, unless `merge` takes it. With
         `until_nodes`, a node returning from repair ends the hold too. Reaching
@@ -412,7 +414,7 @@ class Job:
                 try:
                     yield env.timeout(min(end, deadline) - env.now)
                 except simpy.Interrupt as interrupt:
-                    setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)
+                    self.ledger.downtime_s = self.ledger.downtime_s + env.now - start
                     cause = interrupt.cause
                     if isinstance(cause, Failure):
                         if merge is None:
@@ -425,11 +427,17 @@ class Job:
                     elif until_nodes and isinstance(cause, NodesAvailable):
                         return None
                     continue
-                setattr(self.ledger, bucket, getattr(self.ledger, bucket) + env.now - start)
+                self.ledger.downtime_s = self.ledger.downtime_s + env.now - start
                 if env.now >= deadline and end > deadline:
                     raise HorizonReached
             return None
         finally:
+            took = env.now - began
+            ledger = self.ledger
+            if load_after_s is not None and took > load_after_s:
+                ledger.checkpoint_load_s += took - load_after_s
+                took = load_after_s
+            setattr(ledger, part, getattr(ledger, part) + took)
             if self.timeline is not None:
                 record(self.timeline, name, began, env.now - began, **args)
 

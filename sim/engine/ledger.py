@@ -16,7 +16,15 @@ class Ledger:
     lost_work_s: float = 0.0
     checkpoint_stall_s: float = 0.0
     downtime_s: float = 0.0
-    node_wait_s: float = 0.0  # part of downtime: waiting for nodes to come back
+    # the parts of downtime (DOWNTIME_PARTS), summing to it
+    detect_s: float = 0.0  # until a failure is noticed
+    node_wait_s: float = 0.0  # waiting for nodes: back from repair, or from a pool
+    restart_s: float = 0.0  # requeue, launch and collective init
+    checkpoint_load_s: float = 0.0  # reading the checkpoint back (tier or backup)
+    rescale_s: float = 0.0  # an elastic job re-forming at a new size
+    storage_wait_s: float = 0.0  # the checkpoint tier is down
+    maintenance_s: float = 0.0  # planned maintenance windows
+    health_check_s: float = 0.0  # health checks run on the job's nodes
     checkpoints_written: int = 0
     checkpoints_lost: int = 0  # snapshots or writes lost before they were durable
     restores_from_backup: int = 0
@@ -35,6 +43,19 @@ class Ledger:
             + self.checkpoint_stall_s
             + self.downtime_s
         )
+
+
+# The ledger attributes that split downtime, in the order the outputs list them.
+DOWNTIME_PARTS = (
+    "detect_s",
+    "node_wait_s",
+    "restart_s",
+    "checkpoint_load_s",
+    "rescale_s",
+    "storage_wait_s",
+    "maintenance_s",
+    "health_check_s",
+)
 
 
 def excess_s(total_s: float, nominal_s: float) -> float:

@@ -20,7 +20,7 @@ from sim.engine.events import Failure
 from sim.engine.fabricstate import FabricState
 from sim.engine.failures import FailureRouter, FailureSource
 from sim.engine.job import Job
-from sim.engine.ledger import Ledger
+from sim.engine.ledger import DOWNTIME_PARTS, Ledger
 from sim.engine.plan import ReplicaPlan
 from sim.engine.repair import RepairShop
 from sim.engine.storage import Storage
@@ -96,10 +96,23 @@ class RunRecord:
     nodes_from_pool: int
     preemptions: int
     nodes_drained: int
+    detect_hours: float
     node_wait_hours: float
+    restart_hours: float
+    checkpoint_load_hours: float
+    rescale_hours: float
+    storage_wait_hours: float
+    maintenance_hours: float
+    health_check_hours: float
     lost_gpu_hours: float
     gpu_hours: float
     cost_usd: float
+    cost_ideal_usd: float
+    cost_slowdown_usd: float
+    cost_lost_work_usd: float
+    cost_checkpoint_stall_usd: float
+    cost_downtime_usd: float
+    cost_idle_spares_usd: float
     timeline: list[dict] | None = None
 
     def row(self) -> dict:
@@ -227,9 +240,15 @@ def _record(
     goodput = ledger.ideal_s / wall_s if wall_s > 0 else math.nan
     lost_work_hours = ledger.lost_work_s / HOUR_S
     # the fleet's own nodes are billed for the whole run, pool nodes while they serve the job
+    beyond_job_gpu_hours = (
+        (plan.billed_gpus - plan.gpus) * wall_s + cluster.pool_node_seconds() * plan.gpus_per_node
+    ) / HOUR_S
     gpu_hours = (
         plan.billed_gpus * wall_s + cluster.pool_node_seconds() * plan.gpus_per_node
     ) / HOUR_S
+    # the job's GPUs cost what its wall clock's buckets took; the rest of the bill is the
+    # fleet beyond the job (warm spares, pool nodes while they serve)
+    job_usd_per_s = plan.gpus * plan.gpu_hour_usd / HOUR_S
     return RunRecord(
         scenario=plan.scenario,
         replica=replica,
@@ -262,9 +281,15 @@ def _record(
         nodes_from_pool=cluster.nodes_from_pool,
         preemptions=cluster.preemptions,
         nodes_drained=ledger.nodes_drained,
-        node_wait_hours=ledger.node_wait_s / HOUR_S,
+        **{part.removesuffix("_s") + "_hours": getattr(ledger, part) / HOUR_S for part in DOWNTIME_PARTS},
         lost_gpu_hours=lost_work_hours * plan.gpus,
         gpu_hours=gpu_hours,
         cost_usd=gpu_hours * plan.gpu_hour_usd,
+        cost_ideal_usd=ledger.ideal_s * job_usd_per_s,
+        cost_slowdown_usd=ledger.slowdown_s * job_usd_per_s,
+        cost_lost_work_usd=ledger.lost_work_s * job_usd_per_s,
+        cost_checkpoint_stall_usd=ledger.checkpoint_stall_s * job_usd_per_s,
+        cost_downtime_usd=ledger.downtime_s * job_usd_per_s,
+        cost_idle_spares_usd=beyond_job_gpu_hours * plan.gpu_hour_usd,
         timeline=trace,
     )
