@@ -185,7 +185,9 @@ def problems_of(plan, r) -> list[str]:
         "downtime": r.downtime_hours,
     }
     # the parts of downtime and of the cost (they sum to their parents: identity_error)
-    buckets.update({part: getattr(r, part.removesuffix("_s") + "_hours") for part in DOWNTIME_PARTS})
+    buckets.update(
+        {part: getattr(r, part.removesuffix("_s") + "_hours") for part in DOWNTIME_PARTS}
+    )
     buckets.update({column: getattr(r, column) for column in COST_PARTS})
     err = identity_error(r)
     if err > 1e-9:

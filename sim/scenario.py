@@ -35,9 +35,7 @@ from sim.hardware import GPUS, TIERS, GpuSpec
 
 # Keys of the documented schema that later versions simulate. Until they land the
 # loader refuses them by name instead of ignoring them.
-NOT_SUPPORTED_YET: dict[str, str] = {
-    "stragglers": "stragglers",
-}
+NOT_SUPPORTED_YET: dict[str, str] = {}
 
 _NAME = r"^[a-z0-9_-]+$"
 
@@ -295,6 +293,12 @@ class CheckpointConfig(_Section):
     keep_last: Count = 5
     snapshot_GB_s_per_node: Bandwidth = 50.0  # async: device-to-host copy, the part that blocks
     memory_every_steps: Steps | None = None  # in-memory level in peer hosts' RAM
+    # each checkpoint written is corrupt with this probability; without validation that is
+    # found only when a restart loads it (the load fails, the previous kept one is tried)
+    corrupt_prob: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    # read every checkpoint back after its write (sync: blocking; async: in the drain) and
+    # rewrite a corrupt one ("validate" in YAML; the attribute name is taken by pydantic)
+    validate_writes: bool = Field(False, alias="validate")
 
     @model_validator(mode="after")
     def _one_interval(self) -> CheckpointConfig:
@@ -322,6 +326,7 @@ class FailureClassConfig(_Section):
     weibull_shape: Annotated[float, Field(ge=0.05, le=100)] | None = None
     lognormal_sigma: Annotated[float, Field(gt=0, le=5)] | None = None
     detect_minutes: Minutes = 3.0
+    detect_hours: Annotated[float, Field(ge=0, le=MAX_HOURS)] | None = None  # or in hours
     replace: bool | None = None
     repair_hours: PositiveHours = 48.0
     loses_data: bool = False  # storage: the outage destroys the checkpoints on the tier
@@ -329,14 +334,29 @@ class FailureClassConfig(_Section):
     while_idle: bool = True
     # lemons and falsely fixed nodes fail more often in this class (default: gpu, node)
     node_attributable: bool | None = None
+    # recovery rolls back this many checkpoints (a loss spike: 2 = past the newest one)
+    rollback_checkpoints: Count = 1
+    # silent data corruption: the job runs on until detection (detect_hours), then rolls
+    # back to the newest checkpoint written before the corruption
+    silent: bool = False
+    # recovery waits for the on-call engineer (`oncall:`) before the restart
+    needs_human: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> FailureClassConfig:
+        if self.detect_hours is not None and "detect_minutes" in self.model_fields_set:
+            raise KeyPathError("detect_hours", "give at most one of detect_minutes or detect_hours")
         if self.node_attributable and self.scope not in ("gpu", "node"):
             raise KeyPathError(
                 "node_attributable",
                 f"node_attributable: true needs scope gpu or node (a {self.scope} failure "
                 "is not a node's fault)",
+            )
+        if self.silent and self.scope not in ("gpu", "node", "job"):
+            raise KeyPathError(
+                "silent",
+                f"silent: true needs scope gpu, node or job (a {self.scope} failure is not "
+                "a corruption of the training state)",
             )
         if self.loses_data and self.scope != "storage":
             raise ValueError("loses_data is only meaningful with scope: storage")
@@ -416,6 +436,51 @@ class MaintenanceConfig(_Section):
     duration_hours: PositiveHours = 4.0
 
 
+class StragglersConfig(_Section):
+    """Slow nodes that drag the synchronous job (it waits for its slowest rank) until a
+    detector drains them at the next checkpoint or the condition clears by itself."""
+
+    rate_per_1k_gpu_day: Annotated[float, Field(gt=0, le=1e6)] = 0.3
+    slowdown: Annotated[float, Field(gt=0, lt=1)] = 0.3  # the job runs 1/(1-slowdown) slower
+    # each straggler's slowdown uniform on [slowdown, slowdown_max] (None: all `slowdown`)
+    slowdown_max: Annotated[float, Field(gt=0, lt=1)] | None = None
+    detect_hours: Annotated[float, Field(ge=0, le=MAX_HOURS)] | None = 2.0  # None: never
+    detect_threshold: Annotated[float, Field(ge=0, lt=1)] = 0.0  # slower ones only are caught
+    clear_hours: PositiveHours | None = None  # mean time until it clears by itself (None: never)
+    repair_hours: PositiveHours = 24.0  # a drained node's repair (flat; or the repair pipeline)
+    # lemons straggle `cluster.lemon_rate_multiplier`x as often
+    node_attributable: bool = True
+
+    @model_validator(mode="after")
+    def _ordered(self) -> StragglersConfig:
+        if self.slowdown_max is not None and self.slowdown_max < self.slowdown:
+            raise KeyPathError("slowdown_max", "slowdown_max must be at least slowdown")
+        return self
+
+
+class OncallConfig(_Section):
+    """Failures of classes with `needs_human: true` wait for a person: a response time in
+    working hours (Monday to Friday, from workday_start_hour to workday_end_hour), a
+    longer one at night and at weekends."""
+
+    response_minutes: Minutes = 15.0
+    night_response_minutes: Minutes = 60.0
+    weekend_response_minutes: Minutes = 120.0
+    workday_start_hour: Annotated[float, Field(ge=0, lt=24)] = 9.0
+    workday_end_hour: Annotated[float, Field(gt=0, le=24)] = 18.0
+
+    @model_validator(mode="after")
+    def _ordered(self) -> OncallConfig:
+        if self.workday_end_hour <= self.workday_start_hour:
+            raise KeyPathError(
+                "workday_end_hour", "workday_end_hour must be after workday_start_hour"
+            )
+        return self
+
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
 class CostConfig(_Section):
     gpu_hour_usd: Annotated[float, Field(ge=0, le=1e6)] = 2.5
 
@@ -426,6 +491,9 @@ class SimulationConfig(_Section):
     horizon_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 730.0
     # serial | processes | dask (None: processes with more than one worker, else serial)
     executor: Literal["serial", "processes", "dask"] | None = None
+    # the run's start on the weekly calendar (on-call response times depend on it)
+    start_weekday: Literal[WEEKDAYS] = "monday"  # type: ignore[valid-type]
+    start_hour: Annotated[float, Field(ge=0, lt=24)] = 9.0
 
 
 class Scenario(_Section):
@@ -445,6 +513,8 @@ class Scenario(_Section):
     repair: RepairConfig | None = None
     health_checks: HealthChecksConfig | None = None
     maintenance: MaintenanceConfig | None = None
+    stragglers: StragglersConfig | None = None
+    oncall: OncallConfig | None = None
     cost: CostConfig = CostConfig()
     simulation: SimulationConfig = SimulationConfig()
 
@@ -531,6 +601,12 @@ class Scenario(_Section):
                 f"failures.{names.index('lemon')}.name",
                 "'lemon' is reserved: failures_lemon counts failures of nodes with a fault",
             )
+        for i, f in enumerate(self.failures):
+            if f.needs_human and self.oncall is None:
+                raise KeyPathError(
+                    f"failures.{i}.needs_human",
+                    "needs_human: true needs an oncall: section (the on-call response times)",
+                )
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise KeyPathError(
@@ -903,13 +979,18 @@ def _model_at(parts: list[str]) -> type[BaseModel] | None:
     for part in parts:
         if part.isdigit():
             continue
-        field = model.model_fields.get(part)
+        field = _keys_of(model).get(part)
         if field is None:
             return None
         model = _submodel(field.annotation)
         if model is None:
             return None
     return model
+
+
+def _keys_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A section's fields by the key a scenario file uses (its alias, where it has one)."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
 
 
 def _submodel(annotation: Any) -> type[BaseModel] | None:
@@ -980,7 +1061,7 @@ def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None
                 )
             model, node = model[0], (None if appending else items[int(part)])
             continue
-        fields = model.model_fields
+        fields = _keys_of(model)
         if part not in fields:
             raise ScenarioError(
                 source,

@@ -25,6 +25,7 @@ class Failure:
     component: int = 0
     repair_s: float | None = None
     loses_data: bool = False  # storage: the tier's checkpoints are gone
+    since_s: float | None = None  # silent corruption: when it happened (found at time_s)
 
 
 @dataclass(frozen=True)

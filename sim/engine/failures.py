@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -183,6 +184,7 @@ class FailureRouter:
         self.handlers: dict[str, Callable[[Failure], None]] = {}
         self.faults_matter = job.plan.faults_matter
         self.attributable = [fc.attributable for fc in job.plan.failure_classes]
+        self.silent = [fc.silent for fc in job.plan.failure_classes]
 
     def register(self, scopes: tuple[str, ...], handler: Callable[[Failure], None]) -> None:
         for scope in scopes:
@@ -191,7 +193,24 @@ class FailureRouter:
     def route(self, failure: Failure) -> None:
         if not self.job.running:
             return
+        if failure.since_s is not None:  # a silent corruption found now: counted when it struck
+            self.handlers.get(failure.scope, self.job.strike)(failure)
+            return
         self.ledger.failures[failure.class_index] += 1
+        if self.silent[failure.class_index]:  # nobody notices until its detection
+            found = replace(
+                failure,
+                time_s=failure.time_s + failure.detect_s,
+                detect_s=0.0,
+                since_s=failure.time_s,
+            )
+            self.job.env.timeout(failure.detect_s).callbacks.append(lambda _: self.route(found))
+            self._count_lemon(failure)
+            return
+        self._count_lemon(failure)
+        self.handlers.get(failure.scope, self.job.strike)(failure)
+
+    def _count_lemon(self, failure: Failure) -> None:
         if (
             self.faults_matter
             and self.attributable[failure.class_index]
@@ -199,4 +218,3 @@ class FailureRouter:
             and self.job.cluster.is_faulty(failure.nodes[0])
         ):
             self.ledger.failures_lemon += 1
-        self.handlers.get(failure.scope, self.job.strike)(failure)

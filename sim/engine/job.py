@@ -133,6 +133,8 @@ class Job:
                 failure = outcome
                 while failure is not None:
                     failures = yield from self._detect(failure)
+                    self._roll_back(failures)
+                    yield from self._wait_for_oncall(failures)
                     yield from self._replace(failures)
                     failure = yield from self._restart()
         except HorizonReached:
@@ -170,9 +172,12 @@ class Job:
             grow_at = 1 if self._stop_wanted() else None
             # with the tier down, train up to the next snapshot, then wait for the tier
             blocked_at = stretch.snapshot_start_s(1) if self.progress.tier_down() else None
+            rewrite_at = self._rewrite_at(stretch)  # validation finds checkpoint j corrupt
             replan = False
             while True:
                 k = stretch.checkpoints if grow_at is None else grow_at
+                if rewrite_at is not None and rewrite_at < k:
+                    k = rewrite_at
                 target = stretch.durable_s(k)
                 if blocked_at is not None:
                     target = min(target, blocked_at)
@@ -226,6 +231,10 @@ class Job:
                     replan = True  # re-plan from here
                     break
                 self.progress.book(stretch, stretch.at_checkpoint(k), target)
+                if k == rewrite_at:
+                    failure = yield from self._rewrite_checkpoint(nodes)
+                    if failure is not None:
+                        return failure
                 if k >= stretch.checkpoints:
                     return FINISHED
                 break  # a checkpoint boundary where the elastic job grows back
@@ -239,11 +248,29 @@ class Job:
             grown = self.policy.nodes_to_run(self.cluster.available)
             if grown is not None and grown > nodes:
                 self.cluster.resize(grown)
-                failure = yield from self._hold(
-                    plan.rescale_s, "rescale_s", "rescale", nodes=grown
-                )
+                failure = yield from self._hold(plan.rescale_s, "rescale_s", "rescale", nodes=grown)
                 if failure is not None:
                     return failure
+
+    def _rewrite_at(self, stretch: Stretch) -> int | None:
+        """With validation (sync checkpoints), the first of the stretch's checkpoints that the
+        read-back finds corrupt: the job stops there to rewrite it."""
+        plan = self.plan
+        if not (plan.validate and plan.corrupt_prob > 0 and plan.mode == "sync"):
+            return None
+        written = self.ledger.checkpoints_written
+        first = self.progress.first_corrupt(written + 1, written + stretch.checkpoints)
+        return None if first is None else first - written
+
+    def _rewrite_checkpoint(self, nodes: int):
+        """Validation read a corrupt checkpoint back: write it again and read it back again
+        (checkpoint stall; the job waits, as for any sync checkpoint)."""
+        self.ledger.checkpoints_corrupt += 1
+        return (
+            yield from self._hold(
+                self.plan.snapshot_s(nodes), "checkpoint_stall_s", "rewrite corrupt checkpoint"
+            )
+        )
 
     def _detect(self, first: Failure):
         """Hold until the first failure is noticed; failures meanwhile merge into it."""
@@ -257,6 +284,32 @@ class Job:
         ):
             self.progress.drop()  # more than one node (or the job) went: the peers' copies are gone
         return failures
+
+    def _roll_back(self, failures: list[Failure]) -> None:
+        """Recoveries that restart before the newest checkpoint: a loss spike goes back
+        `rollback_checkpoints`, a silent corruption to the newest checkpoint taken before it."""
+        if self.progress.kept is None:
+            return
+        classes = self.plan.failure_classes
+        for failure in failures:
+            if failure.since_s is not None:
+                self.progress.roll_back_before(failure.since_s)
+            elif classes[failure.class_index].rollback_checkpoints > 1:
+                self.progress.roll_back_checkpoints(
+                    classes[failure.class_index].rollback_checkpoints
+                )
+
+    def _wait_for_oncall(self, failures: list[Failure]):
+        """A failure that needs a person waits for the on-call engineer: the response time of
+        the hour and weekday it was noticed (failures meanwhile merge into it)."""
+        oncall = self.plan.oncall
+        if oncall is None:
+            return
+        classes = self.plan.failure_classes
+        if not any(classes[f.class_index].needs_human for f in failures):
+            return
+        response = oncall.response_at(self.plan.week_start_s + self.env.now)
+        yield from self._hold(response, "human_wait_s", "wait for on-call", merge=failures.append)
 
     def _replace(self, failures: list[Failure]):
         """Failed nodes leave for repair; spares fill in; the policy may wait for more nodes."""
@@ -316,7 +369,10 @@ class Job:
             self.maintenance_due = False
             # nodes that fail during the window go to repair when it ends
             yield from self._hold(
-                self.plan.maintenance.duration_s, "maintenance_s", "maintenance", merge=merged.append
+                self.plan.maintenance.duration_s,
+                "maintenance_s",
+                "maintenance",
+                merge=merged.append,
             )
         drains = [
             (slot, cls)
@@ -367,7 +423,16 @@ class Job:
                     self.progress.durable_on_backup
                 ):  # the outage destroyed the tier's copy meanwhile
                     return (yield from self._restart())
-            load = self.plan.load_s(nodes)
+            while self.progress.durable_step > 0 and self.progress.newest_corrupt():
+                # the load fails after reading it: fall back to the previous kept checkpoint
+                failure = yield from self._hold(
+                    self.plan.load_s(nodes), "checkpoint_load_s", "load corrupt checkpoint"
+                )
+                if failure is not None:
+                    return failure
+                self.progress.fall_back()
+            if self.progress.durable_step > 0:
+                load = self.plan.load_s(nodes)
         duration = self.plan.restart_s + load
         self.progress.from_memory = False
         self.ledger.restarts += 1
@@ -404,6 +469,7 @@ class Job:
         """
         env = self.env
         began = env.now
+        stall = part == "checkpoint_stall_s"  # a checkpoint's rewrite, not downtime
         try:
             for source in self.idle_paused:
                 source.pause()
@@ -414,7 +480,10 @@ class Job:
                 try:
                     yield env.timeout(min(end, deadline) - env.now)
                 except simpy.Interrupt as interrupt:
-                    self.ledger.downtime_s = self.ledger.downtime_s + env.now - start
+                    if stall:
+                        self.ledger.checkpoint_stall_s += env.now - start
+                    else:
+                        self.ledger.downtime_s = self.ledger.downtime_s + env.now - start
                     cause = interrupt.cause
                     if isinstance(cause, Failure):
                         if merge is None:
@@ -427,7 +496,10 @@ class Job:
                     elif until_nodes and isinstance(cause, NodesAvailable):
                         return None
                     continue
-                self.ledger.downtime_s = self.ledger.downtime_s + env.now - start
+                if stall:
+                    self.ledger.checkpoint_stall_s += env.now - start
+                else:
+                    self.ledger.downtime_s = self.ledger.downtime_s + env.now - start
                 if env.now >= deadline and end > deadline:
                     raise HorizonReached
             return None
@@ -437,7 +509,8 @@ class Job:
             if load_after_s is not None and took > load_after_s:
                 ledger.checkpoint_load_s += took - load_after_s
                 took = load_after_s
-            setattr(ledger, part, getattr(ledger, part) + took)
+            if not stall:
+                setattr(ledger, part, getattr(ledger, part) + took)
             if self.timeline is not None:
                 record(self.timeline, name, began, env.now - began, **args)
 

@@ -25,6 +25,7 @@ class Ledger:
     storage_wait_s: float = 0.0  # the checkpoint tier is down
     maintenance_s: float = 0.0  # planned maintenance windows
     health_check_s: float = 0.0  # health checks run on the job's nodes
+    human_wait_s: float = 0.0  # waiting for the on-call engineer
     checkpoints_written: int = 0
     checkpoints_lost: int = 0  # snapshots or writes lost before they were durable
     restores_from_backup: int = 0
@@ -32,6 +33,11 @@ class Ledger:
     health_checks: int = 0
     nodes_drained: int = 0  # caught by a health check and drained at a checkpoint
     failures_lemon: int = 0  # node-attributable failures of nodes with a fault
+    rollbacks_beyond_newest: int = 0  # recoveries that restarted before the newest checkpoint
+    rollback_exhausted: int = 0  # ... whose wanted checkpoint keep_last had deleted
+    checkpoints_corrupt: int = 0  # corrupt checkpoints found (at a load, or by validation)
+    stragglers: int = 0  # slow nodes that dragged the job
+    straggler_s: float = 0.0  # wall time with at least one straggler in the job
     failures: list[int] = field(default_factory=list)
 
     @property
@@ -55,6 +61,7 @@ DOWNTIME_PARTS = (
     "storage_wait_s",
     "maintenance_s",
     "health_check_s",
+    "human_wait_s",
 )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sim import perf
 from sim.distributions import Distribution, lifetime
 from sim.engine.degradation import FabricDegradation
-from sim.scenario import Scenario
+from sim.scenario import WEEKDAYS, Scenario
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,43 @@ class FailureClassPlan:
     loses_data: bool = False
     attributable: bool = False  # a node's fault: lemons and falsely fixed nodes fail more often
     while_idle: bool = True  # false: strikes only while the job computes
+    rollback_checkpoints: int = 1  # recovery restarts from the n-th newest kept checkpoint
+    silent: bool = False  # silent data corruption: found only after detect_s, rolls back past it
+    needs_human: bool = False  # recovery waits for the on-call engineer
+
+
+@dataclass(frozen=True)
+class StragglerPlan:
+    """Slow nodes (scenario `stragglers:`) in seconds and per-node rates."""
+
+    rate_per_node_s: float  # onsets per node-second (a healthy node)
+    slowdown: float
+    slowdown_max: float  # == slowdown: every straggler the same
+    detect_s: float  # inf: never detected
+    detect_threshold: float
+    clear_mean_s: float  # inf: never clears by itself
+    repair_mean_s: float
+    attributable: bool
+
+
+@dataclass(frozen=True)
+class OncallPlan:
+    """On-call response times (scenario `oncall:`) and the working day, in seconds."""
+
+    response_s: float
+    night_response_s: float
+    weekend_response_s: float
+    workday_start_s: float  # seconds after midnight
+    workday_end_s: float
+
+    def response_at(self, week_s: float) -> float:
+        """The response time for a call at `week_s` seconds after Monday 00:00."""
+        day, clock = divmod(week_s % (7 * 86400.0), 86400.0)
+        if day >= 5:
+            return self.weekend_response_s
+        if self.workday_start_s <= clock < self.workday_end_s:
+            return self.response_s
+        return self.night_response_s
 
 
 @dataclass(frozen=True)
@@ -104,6 +141,19 @@ class ReplicaPlan:
     backup_every: int = 0  # 0: no backup tier
     backup_copy_s: float = 0.0
     backup_restore_s: float = 0.0
+    corrupt_prob: float = 0.0  # each checkpoint written is corrupt with this probability
+    validate: bool = False  # every checkpoint is read back after its write; corrupt ones rewritten
+    stragglers: StragglerPlan | None = None
+    oncall: OncallPlan | None = None
+    week_start_s: float = 0.0  # the run's start, seconds after Monday 00:00
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether recovery may roll back past the newest durable checkpoint (loss spikes,
+        silent corruption, corrupt checkpoints): the kept checkpoints are then tracked."""
+        return self.corrupt_prob > 0 or any(
+            fc.rollback_checkpoints > 1 or fc.silent for fc in self.failure_classes
+        )
 
     @property
     def gpus(self) -> int:
@@ -142,8 +192,12 @@ class ReplicaPlan:
     def snapshot_s(self, nodes: int) -> float:
         """The blocking part of a checkpoint: the write (sync) or the device-to-host copy (async)."""
         if self.mode == "sync":
-            return self.write_s(nodes)
+            return self.write_s(nodes) + self.validate_s(nodes)
         return self.checkpoint_GB / nodes / self.snapshot_GB_s_per_node
+
+    def validate_s(self, nodes: int) -> float:
+        """Reading a checkpoint back to validate it (0 without validation)."""
+        return self.load_s(nodes) if self.validate else 0.0
 
     def memory_s(self, nodes: int) -> float:
         """An in-memory checkpoint: the device-to-host copy (the copy to a peer overlaps it)."""
@@ -157,10 +211,10 @@ class ReplicaPlan:
         if self.mode == "sync":
             return 0.0
         if not self.read_GB_per_step:
-            return self.write_s(nodes)
+            return self.write_s(nodes) + self.validate_s(nodes)
         step = self.step_s_with(self.replicas_on(nodes) if replicas is None else replicas)
         _, drain = self._drain_shares(nodes, step)
-        return self.tier_latency_s + self.checkpoint_GB / drain
+        return self.tier_latency_s + self.checkpoint_GB / drain + self.validate_s(nodes)
 
     def load_s(self, nodes: int) -> float:
         return self.tier_latency_s + self.checkpoint_GB / perf.storage_GB_s(
@@ -221,12 +275,17 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
                 f.weibull_shape,
                 f.lognormal_sigma,
             ),
-            detect_s=f.detect_minutes * 60.0,
+            detect_s=f.detect_minutes * 60.0
+            if f.detect_hours is None
+            else f.detect_hours * perf.HOUR_S,
             replace=f.replaces_nodes,
             repair_mean_s=f.repair_hours * perf.HOUR_S,
             loses_data=f.loses_data,
             attributable=f.attributable,
             while_idle=f.while_idle,
+            rollback_checkpoints=f.rollback_checkpoints,
+            silent=f.silent,
+            needs_human=f.needs_human,
         )
         for i, f in enumerate(scenario.failures)
     )
@@ -309,4 +368,40 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         )
         if maintenance is not None
         else None,
+        corrupt_prob=scenario.checkpoint.corrupt_prob,
+        validate=scenario.checkpoint.validate_writes,
+        stragglers=_straggler_plan(scenario),
+        oncall=_oncall_plan(scenario),
+        week_start_s=WEEKDAYS.index(scenario.simulation.start_weekday) * perf.DAY_S
+        + scenario.simulation.start_hour * perf.HOUR_S,
+    )
+
+
+def _straggler_plan(scenario: Scenario) -> StragglerPlan | None:
+    s = scenario.stragglers
+    if s is None:
+        return None
+    return StragglerPlan(
+        # rate per 1,000 GPU-days → onsets per node-second
+        rate_per_node_s=s.rate_per_1k_gpu_day * scenario.cluster.gpus_per_node / 1000 / perf.DAY_S,
+        slowdown=s.slowdown,
+        slowdown_max=s.slowdown if s.slowdown_max is None else s.slowdown_max,
+        detect_s=math.inf if s.detect_hours is None else s.detect_hours * perf.HOUR_S,
+        detect_threshold=s.detect_threshold,
+        clear_mean_s=math.inf if s.clear_hours is None else s.clear_hours * perf.HOUR_S,
+        repair_mean_s=s.repair_hours * perf.HOUR_S,
+        attributable=s.node_attributable,
+    )
+
+
+def _oncall_plan(scenario: Scenario) -> OncallPlan | None:
+    o = scenario.oncall
+    if o is None:
+        return None
+    return OncallPlan(
+        response_s=o.response_minutes * 60.0,
+        night_response_s=o.night_response_minutes * 60.0,
+        weekend_response_s=o.weekend_response_minutes * 60.0,
+        workday_start_s=o.workday_start_hour * perf.HOUR_S,
+        workday_end_s=o.workday_end_hour * perf.HOUR_S,
     )

@@ -17,8 +17,10 @@ taken back from the newest "train" events.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, replace
 
+import numpy as np
 import simpy
 
 from sim.engine.events import StorageChanged
@@ -40,6 +42,24 @@ class PendingSnapshot:
     compute_s: float
     other_s: float  # waits and the snapshot
     drain_left_s: float
+    made_s: float = 0.0  # when its state was taken (the snapshot began)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A durable checkpoint still kept on the tier (the newest `keep_last`), with what the
+    ledger had kept when it became durable: a rollback to it takes the rest back."""
+
+    step: int
+    made_s: float  # when its state was taken: a corruption after it does not reach it
+    ideal_s: float
+    slowdown_s: float
+    stall_s: float
+    corrupt: bool  # found only when a restart loads it (without validation)
+
+
+# The start of the run, as a rollback target (no load, nothing kept).
+START = Kept(step=0, made_s=0.0, ideal_s=0.0, slowdown_s=0.0, stall_s=0.0, corrupt=False)
 
 
 class Progress:
@@ -71,6 +91,108 @@ class Progress:
         # timeline only: [start, end] of the work not yet kept or lost (pending snapshot,
         # then the work carried toward the next checkpoint), oldest first
         self.open_spans: list[list[float]] = []
+        # the kept checkpoints, oldest first, when recovery may roll back past the newest
+        self.kept: deque[Kept] | None = deque(maxlen=plan.keep_last) if plan.keeps_history else None
+        self.deleted_any = False  # keep_last deleted an older checkpoint
+        self.corrupt_u: np.ndarray | None = None  # a uniform per checkpoint written (by index)
+        self.corrupt_rng: np.random.Generator | None = None
+
+    # ---- the kept checkpoints (loss spikes, silent corruption, corrupt checkpoints)
+
+    def corrupt_flags(self, first: int, last: int) -> np.ndarray:
+        """Whether each checkpoint written, the `first`-th to the `last`-th, is corrupt (one
+        uniform per checkpoint written, drawn in blocks)."""
+        u = self.corrupt_u
+        if u is None or last >= u.size:
+            fresh = self.corrupt_rng.random(max(1024, last + 1 - (0 if u is None else u.size)))
+            u = self.corrupt_u = fresh if u is None else np.concatenate([u, fresh])
+        return u[first : last + 1] < self.plan.corrupt_prob
+
+    def is_corrupt(self, index: int) -> bool:
+        """Whether the `index`-th checkpoint written (1-based) is corrupt."""
+        return self.plan.corrupt_prob > 0.0 and bool(self.corrupt_flags(index, index)[0])
+
+    def first_corrupt(self, first: int, last: int) -> int | None:
+        """The first index in [first, last] of a corrupt checkpoint, or None."""
+        if self.plan.corrupt_prob <= 0.0 or last < first:
+            return None
+        hits = np.flatnonzero(self.corrupt_flags(first, last))
+        return first + int(hits[0]) if hits.size else None
+
+    def _remember(
+        self, step: int, made_s: float, kept: tuple[float, float, float], index: int
+    ) -> None:
+        history = self.kept
+        if len(history) == history.maxlen:
+            self.deleted_any = True
+        corrupt = not self.plan.validate and self.is_corrupt(index)
+        history.append(Kept(step, made_s, *kept, corrupt))
+
+    def newest_corrupt(self) -> bool:
+        """The checkpoint a restart would load is corrupt."""
+        return bool(self.kept) and self.kept[-1].corrupt and self.kept[-1].step == self.durable_step
+
+    def roll_back_checkpoints(self, n: int) -> None:
+        """Restart from the `n`-th newest kept checkpoint (1: the newest, as usual); from the
+        oldest kept one when keep_last has deleted it (rollback_exhausted)."""
+        history = self.kept
+        self.ledger.rollbacks_beyond_newest += 1
+        if len(history) >= n:
+            self.restore(history[-n])
+        elif self.deleted_any:
+            self.ledger.rollback_exhausted += 1
+            self.restore(history[0])
+        else:
+            self.restore(START)  # every checkpoint since the start is kept: from the start
+
+    def roll_back_before(self, since_s: float) -> None:
+        """Silent corruption since `since_s`: restart from the newest checkpoint taken before it."""
+        history = self.kept
+        for entry in reversed(history):
+            if entry.made_s <= since_s:
+                if entry.step != self.durable_step:
+                    self.ledger.rollbacks_beyond_newest += 1
+                self.restore(entry)
+                return
+        self.ledger.rollbacks_beyond_newest += 1
+        if self.deleted_any:
+            self.ledger.rollback_exhausted += 1
+            self.restore(history[0])
+        else:
+            self.restore(START)
+
+    def fall_back(self) -> None:
+        """The newest kept checkpoint failed to load: the previous one, or the start."""
+        history = self.kept
+        history.pop()
+        self.ledger.checkpoints_corrupt += 1
+        if history:
+            self.restore(history[-1])
+        else:
+            if self.deleted_any:
+                self.ledger.rollback_exhausted += 1
+            self.restore(START)
+
+    def restore(self, entry: Kept) -> None:
+        """Roll back to `entry`: the work kept since it is lost, newer checkpoints are gone."""
+        self.drop()
+        ledger = self.ledger
+        unsafe = (
+            (ledger.ideal_s - entry.ideal_s)
+            + (ledger.slowdown_s - entry.slowdown_s)
+            + (ledger.checkpoint_stall_s - entry.stall_s)
+        )
+        if unsafe <= 0.0 and entry.step == self.durable_step:
+            return
+        ledger.ideal_s, ledger.slowdown_s = entry.ideal_s, entry.slowdown_s
+        ledger.checkpoint_stall_s = entry.stall_s
+        ledger.lost_work_s += unsafe
+        if self.timeline is not None:
+            self._unkeep(unsafe, running=False)
+        history = self.kept
+        while history and history[-1].step > entry.step:
+            history.pop()
+        self.durable_step = self.resume_step = entry.step
 
     def trace(self, name: str, start_s: float, duration_s: float, **args) -> None:
         record(self.timeline, name, start_s, duration_s, **args)
@@ -171,6 +293,10 @@ class Progress:
                 self._keep_oldest(p.compute_s + p.other_s, stretch.start_step, 1)
             self.pending = None
             self.durable_step = stretch.start_step
+            if self.kept is not None:
+                ledger = self.ledger
+                kept = (ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s)
+                self._remember(stretch.start_step, p.made_s, kept, ledger.checkpoints_written)
             self.on_tier_again()
             self.maybe_backup(self.durable_step, t0 + stretch.pending_drain_s)
         if position.checkpoints:
@@ -192,19 +318,33 @@ class Progress:
                 base_total + position.kept_s,
                 position.checkpoints,
             )
+
+            def kept_at(j: int) -> tuple[int, tuple[float, float, float]]:
+                """The step of the stretch's checkpoint j and the ledger's kept sums then."""
+                step_j = stretch.step_at_checkpoint(j)
+                n = step_j - self.durable_step
+                compute_j = base_compute + stretch._kept_compute(j)
+                total_j = base_total + stretch.snapshot_end_s(j)
+                return step_j, (
+                    before[0] + n * self.plan.step_s,
+                    before[1] + excess_s(compute_j, n * self.plan.step_s),
+                    before[2] + total_j - compute_j,
+                )
+
             if self.storage is not None and self.plan.backup_every:
                 for j in range(1, position.checkpoints + 1):
                     if self.storage.wants_backup(before[3] + j):
-                        step_j = stretch.step_at_checkpoint(j)
-                        n = step_j - self.durable_step
-                        compute_j = base_compute + stretch._kept_compute(j)
-                        total_j = base_total + stretch.snapshot_end_s(j)
-                        kept = (
-                            before[0] + n * self.plan.step_s,
-                            before[1] + excess_s(compute_j, n * self.plan.step_s),
-                            before[2] + total_j - compute_j,
-                        )
+                        step_j, kept = kept_at(j)
                         self.storage.checkpoint_durable(step_j, t0 + stretch.durable_s(j), kept)
+            if self.kept is not None:  # only the newest keep_last can matter
+                first = max(1, position.checkpoints - self.plan.keep_last + 1)
+                if first > 1:  # the stretch's older checkpoints are deleted already
+                    self.deleted_any = True
+                for j in range(first, position.checkpoints + 1):
+                    step_j, kept = kept_at(j)
+                    if j == position.checkpoints:  # exactly what the ledger holds now
+                        kept = (ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s)
+                    self._remember(step_j, t0 + stretch.snapshot_start_s(j), kept, before[3] + j)
             if self.timeline is not None:  # the carried work and the stretch's kept part
                 self._keep_oldest(
                     base_total + position.kept_s, position.durable_step, position.checkpoints
@@ -335,6 +475,7 @@ class Progress:
                 compute_s=compute,
                 other_s=other,
                 drain_left_s=stretch.durable_s(w) - elapsed_s,
+                made_s=self.env.now - elapsed_s + stretch.snapshot_start_s(w),
             )
         elif self.pending is not None and not position.pending_durable:
             self.pending = replace(self.pending, drain_left_s=stretch.pending_drain_s - elapsed_s)

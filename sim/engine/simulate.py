@@ -35,6 +35,8 @@ STREAMS = {
     "repair_pipeline": 5,  # stage times and outcomes of the repair pipeline
     "misdiagnosis": 6,
     "health_checks": 7,  # which failing nodes a check catches
+    "checkpoint_corruption": 8,  # a uniform per checkpoint written
+    "stragglers": 9,  # onsets, nodes, slowdowns, clearing times
 }
 
 HOUR_S = 3600.0
@@ -104,6 +106,12 @@ class RunRecord:
     storage_wait_hours: float
     maintenance_hours: float
     health_check_hours: float
+    human_wait_hours: float
+    stragglers: int
+    straggler_hours: float
+    rollbacks_beyond_newest: int
+    rollback_exhausted: int
+    checkpoints_corrupt: int
     lost_gpu_hours: float
     gpu_hours: float
     cost_usd: float
@@ -172,6 +180,8 @@ def simulate_replica(
         LazyStreams(seed, replica, "storage_repairs"),
     )
     job = Job(env, plan, cluster, ledger, trace)
+    if plan.corrupt_prob > 0:
+        job.progress.corrupt_rng = stream(seed, replica, "checkpoint_corruption")
     job_ref.append(job)
     router = FailureRouter(ledger, job)
     router_ref.append(router)
@@ -281,7 +291,15 @@ def _record(
         nodes_from_pool=cluster.nodes_from_pool,
         preemptions=cluster.preemptions,
         nodes_drained=ledger.nodes_drained,
-        **{part.removesuffix("_s") + "_hours": getattr(ledger, part) / HOUR_S for part in DOWNTIME_PARTS},
+        **{
+            part.removesuffix("_s") + "_hours": getattr(ledger, part) / HOUR_S
+            for part in DOWNTIME_PARTS
+        },
+        stragglers=ledger.stragglers,
+        straggler_hours=ledger.straggler_s / HOUR_S,
+        rollbacks_beyond_newest=ledger.rollbacks_beyond_newest,
+        rollback_exhausted=ledger.rollback_exhausted,
+        checkpoints_corrupt=ledger.checkpoints_corrupt,
         lost_gpu_hours=lost_work_hours * plan.gpus,
         gpu_hours=gpu_hours,
         cost_usd=gpu_hours * plan.gpu_hour_usd,

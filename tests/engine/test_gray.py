@@ -1,0 +1,203 @@
+"""Gray failures and data faults with injected events and exact answers: loss spikes that
+roll back past the newest checkpoint, silent data corruption, corrupt checkpoints (found
+at a load, or by validation), stragglers, and failures that wait for the on-call engineer.
+
+The tiny scenario: 1,000 steps of 1 s, a sync checkpoint every 100 steps that takes
+10 s to write and 5 s to read back, a restart of 600 s (plus the load). Checkpoint k
+(step 100k) is taken at 110k − 10 s and durable at 110k s.
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from sim.engine import Failure, build_plan, simulate_replica
+from sim.engine.progress import Progress
+from sim.scenario import ScenarioError
+from tests.conftest import identity_error, tiny
+
+WRITE_S, LOAD_S, RESTART_S, DETECT_S = 10.0, 5.0, 600.0, 60.0
+IDEAL_S = 1000.0
+NEVER = 1e15
+
+
+def klass(**keys) -> dict:
+    return {"name": "spike", "scope": "job", "mtbf_hours": NEVER, "detect_minutes": 1, **keys}
+
+
+def strike(t: float, detect_s: float = DETECT_S, index: int = 0, name: str = "spike") -> Failure:
+    return Failure(index, name, t, (), detect_s, False, 0.0)
+
+
+def run(injected, **changes):
+    r = simulate_replica(build_plan(tiny(**changes)), 0, 1, injected=injected, timeline=True)
+    assert r.finished
+    assert identity_error(r) < 1e-9
+    return r
+
+
+def no_failure_wall_s(**changes) -> float:
+    return run([], **changes).wall_hours * 3600
+
+
+# ---- loss spikes: rollback_checkpoints
+
+
+def test_a_loss_spike_rolling_back_two_checkpoints_loses_the_work_since_the_second_newest():
+    # at 350 s checkpoints 1-3 (steps 100-300) are durable; the newest is step 300
+    newest = run([strike(350.0)], failures=[klass(rollback_checkpoints=1)])
+    second = run([strike(350.0)], failures=[klass(rollback_checkpoints=2)])
+    assert newest.lost_work_hours * 3600 == pytest.approx(350 - 330)
+    # back to step 200 (durable at 220): the 110 s of checkpoint 3's cycle are lost too
+    assert second.lost_work_hours * 3600 == pytest.approx(350 - 220)
+    assert second.wall_hours * 3600 == pytest.approx(newest.wall_hours * 3600 + 110.0)
+    assert (second.rollbacks_beyond_newest, second.rollback_exhausted) == (1, 0)
+    assert newest.rollbacks_beyond_newest == 0
+
+
+def test_a_rollback_past_what_keep_last_kept_restarts_from_the_oldest_kept_one():
+    # keep_last 1: only step 300 is kept; it is where the run restarts (and says so)
+    r = run(
+        [strike(350.0)],
+        failures=[klass(rollback_checkpoints=3)],
+        checkpoint={"interval_steps": 100, "state_bytes_per_param": 10, "keep_last": 1},
+    )
+    assert r.lost_work_hours * 3600 == pytest.approx(350 - 330)
+    assert (r.rollbacks_beyond_newest, r.rollback_exhausted) == (1, 1)
+    # keep_last 2 keeps steps 200 and 300: rolling back 3 ends at step 200, also exhausted
+    r = run(
+        [strike(350.0)],
+        failures=[klass(rollback_checkpoints=3)],
+        checkpoint={"interval_steps": 100, "state_bytes_per_param": 10, "keep_last": 2},
+    )
+    assert r.lost_work_hours * 3600 == pytest.approx(350 - 220)
+    assert r.rollback_exhausted == 1
+
+
+def test_a_rollback_beyond_the_first_checkpoint_restarts_from_the_start():
+    # only checkpoint 1 exists (nothing deleted): rolling back 2 goes to step 0, no load
+    r = run([strike(150.0)], failures=[klass(rollback_checkpoints=2)])
+    assert r.lost_work_hours * 3600 == pytest.approx(150.0)
+    assert r.rollback_exhausted == 0
+    assert r.checkpoint_load_hours == 0.0
+
+
+# ---- silent data corruption
+
+
+def test_silent_corruption_loses_the_work_since_the_last_checkpoint_before_it():
+    # corrupted at 150 s (after checkpoint 1 was taken at 100 s), noticed 300 s later at
+    # 450 s: checkpoints 2-4 (taken at 210, 320, 430 s) hold corrupt state
+    sdc = klass(name="sdc", silent=True, detect_minutes=5)
+    r = run([strike(150.0, detect_s=300.0, name="sdc")], failures=[sdc])
+    assert r.lost_work_hours * 3600 == pytest.approx(450 - 110)
+    assert r.detect_hours == 0.0  # the job ran on meanwhile: no downtime until it was found
+    assert r.failures == 1 and r.rollbacks_beyond_newest == 1
+    # the same failure noticed at once is an ordinary crash
+    loud = run([strike(450.0, detect_s=0.0, name="sdc")], failures=[klass(name="sdc")])
+    assert loud.lost_work_hours * 3600 == pytest.approx(450 - 440)
+    assert r.wall_hours * 3600 == pytest.approx(loud.wall_hours * 3600 + 330.0)
+
+
+def test_silent_corruption_class_takes_detect_hours():
+    sdc = {"name": "sdc", "scope": "job", "mtbf_hours": NEVER, "silent": True, "detect_hours": 6}
+    assert build_plan(tiny(failures=[sdc])).failure_classes[0].detect_s == 6 * 3600
+    with pytest.raises(ScenarioError, match=r"failures\.0\.detect_hours"):
+        tiny(failures=[{**sdc, "detect_minutes": 5}])
+    with pytest.raises(ScenarioError, match=r"failures\.0\.silent"):
+        tiny(failures=[{**sdc, "scope": "link"}])
+
+
+# ---- corrupt checkpoints
+
+
+def corrupt_only(*indices):
+    """Make exactly the checkpoints written `indices`-th corrupt (the random draw replaced)."""
+    return mock.patch.object(
+        Progress,
+        "corrupt_flags",
+        lambda self, first, last: np.isin(np.arange(first, last + 1), indices),
+    )
+
+
+def test_a_corrupt_newest_checkpoint_costs_one_read_and_the_rollback_to_the_previous():
+    checkpoint = {"interval_steps": 100, "state_bytes_per_param": 10, "corrupt_prob": 0.01}
+    clean = run([strike(350.0)], failures=[klass()], checkpoint=checkpoint)
+    with corrupt_only(3):
+        bad = run([strike(350.0)], failures=[klass()], checkpoint=checkpoint)
+    assert bad.checkpoints_corrupt == 1
+    # one failed read of 5 s, and checkpoint 3's 110 s redone
+    assert bad.checkpoint_load_hours * 3600 == pytest.approx(
+        clean.checkpoint_load_hours * 3600 + LOAD_S
+    )
+    assert bad.lost_work_hours * 3600 == pytest.approx(clean.lost_work_hours * 3600 + 110.0)
+    assert bad.wall_hours * 3600 == pytest.approx(clean.wall_hours * 3600 + LOAD_S + 110.0)
+    # an older corrupt checkpoint is never loaded: it costs nothing
+    with corrupt_only(2):
+        older = run([strike(350.0)], failures=[klass()], checkpoint=checkpoint)
+    assert older.wall_hours == pytest.approx(clean.wall_hours)
+
+
+def test_validation_reads_every_checkpoint_back_and_rewrites_a_corrupt_one():
+    base = {"interval_steps": 100, "state_bytes_per_param": 10, "corrupt_prob": 0.01}
+    plain = no_failure_wall_s(checkpoint=base)
+    with corrupt_only(3):
+        validated = run([], checkpoint={**base, "validate": True})
+        # a failure after it: the rewritten checkpoint loads, nothing corrupt is found later
+        struck = run([strike(400.0)], failures=[klass()], checkpoint={**base, "validate": True})
+    # 10 checkpoints, each read back (5 s); checkpoint 3 written and read again (15 s)
+    assert validated.wall_hours * 3600 == pytest.approx(plain + 10 * LOAD_S + WRITE_S + LOAD_S)
+    assert validated.checkpoint_stall_hours * 3600 == pytest.approx(10 * 15.0 + 15.0)
+    assert validated.checkpoints_corrupt == 1 and validated.checkpoints_written == 10
+    assert struck.checkpoints_corrupt == 1 and struck.rollbacks_beyond_newest == 0
+
+
+# ---- on-call hours
+
+
+def oncall_run(weekday: str, hour: float, t: float):
+    cls = klass(name="hang", needs_human=True, detect_minutes=0)
+    return run(
+        [strike(t, detect_s=0.0, name="hang")],
+        failures=[cls],
+        oncall={
+            "response_minutes": 15,
+            "night_response_minutes": 60,
+            "weekend_response_minutes": 120,
+        },
+        simulation={
+            "replicas": 10,
+            "seed": 1,
+            "horizon_days": 30,
+            "start_weekday": weekday,
+            "start_hour": hour,
+        },
+    )
+
+
+def test_a_failure_at_23h_on_a_saturday_waits_the_weekend_response():
+    r = oncall_run("saturday", 22.75, 900.0)  # noticed at 23:00 on Saturday
+    assert r.human_wait_hours == pytest.approx(2.0)
+    plain = run(
+        [strike(900.0, detect_s=0.0, name="hang")], failures=[klass(name="hang", detect_minutes=0)]
+    )
+    assert r.wall_hours == pytest.approx(plain.wall_hours + 2.0)
+    assert r.downtime_hours == pytest.approx(plain.downtime_hours + 2.0)
+
+
+def test_on_call_response_follows_the_weekly_calendar():
+    assert oncall_run("tuesday", 10.0, 100.0).human_wait_hours == pytest.approx(
+        0.25
+    )  # working hours
+    assert oncall_run("tuesday", 22.0, 100.0).human_wait_hours == pytest.approx(1.0)  # night
+    assert oncall_run("sunday", 10.0, 100.0).human_wait_hours == pytest.approx(2.0)  # weekend
+    # Friday 17:59 + 2 min: after the working day
+    assert oncall_run("friday", 17.0 + 59 / 60, 120.0).human_wait_hours == pytest.approx(1.0)
+
+
+def test_needs_human_without_an_oncall_section_is_refused():
+    with pytest.raises(ScenarioError, match=r"failures\.0\.needs_human"):
+        tiny(failures=[klass(needs_human=True)])
