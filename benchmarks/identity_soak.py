@@ -1,7 +1,7 @@
 """Soak test of the time accounting: thousands of random small scenarios, every feature on.
 
 Usage: .venv/bin/python benchmarks/identity_soak.py [--runs 4000] [--seed 13] [--no-ops]
-           [--repro DIR] [--show 5]
+           [--no-gray] [--repro DIR] [--show 5]
        .venv/bin/python benchmarks/identity_soak.py --replay DIR/violation_<run>.json
 
 Each run draws a random tiny scenario (nodes, spares, interval, sync/async, in-memory
@@ -9,8 +9,12 @@ level, shared data tier, backups, every failure scope including fabric and stora
 restart/elastic, horizon) and, unless --no-ops, the operations features (cold and
 preemptible pools, lemons, the repair pipeline with technicians, RMA, retirement,
 misdiagnosis and false fixes, classes that do not strike idle nodes or are not the
-node's fault, planned maintenance, health checks). It checks that wall = ideal +
-slowdown + lost_work + checkpoint_stall + downtime, that no bucket is negative, that
+node's fault, planned maintenance, health checks) and, unless --no-gray, the gray
+failures and data faults (stragglers, loss spikes rolling back several checkpoints,
+silent data corruption, corrupt checkpoints with and without validation, on-call
+waits). It checks that wall = ideal + slowdown + lost_work + checkpoint_stall +
+downtime, that downtime and the cost each equal the sum of their parts, that no
+bucket or part is negative, that
 a finished run kept exactly total_steps of ideal compute, that the replica runs at all
 (node conservation is asserted inside the engine), and that the operations counts are
 consistent (retired within the fleet, lemon failures within failures, ...; reported
@@ -18,8 +22,8 @@ apart as "counts", they do not touch the identity). The
 hypothesis property test does the same in the suite with fewer examples; this finds
 the rare paths.
 
-The operations draws come from their own random stream, so --no-ops draws exactly the
-scenarios of the soak before the operations layer.
+The operations and gray draws come from their own random streams, so --no-ops --no-gray
+draws exactly the scenarios of the soak before the operations layer.
 
 --repro DIR writes each violation's scenario, replica seed and problems to a JSON file;
 --replay reruns one and prints its record.
@@ -59,12 +63,19 @@ ACTIVITY = [
     "nodes_drained",
     "checkpoints_lost",
     "restores_from_backup",
+    "stragglers",
+    "rollbacks_beyond_newest",
+    "rollback_exhausted",
+    "checkpoints_corrupt",
 ]
 
 
-def random_scenario(rng: random.Random, ops: random.Random | None = None) -> Scenario:
+def random_scenario(
+    rng: random.Random, ops: random.Random | None = None, gray: random.Random | None = None
+) -> Scenario:
     """A tiny scenario from `rng` (the draws of the soak before the operations layer);
-    with `ops`, the operations features drawn from that stream on top."""
+    with `ops`, the operations features drawn from that stream on top; with `gray`, the
+    gray failures and data faults from that one."""
     classes = [
         as_class(
             j,
@@ -116,7 +127,46 @@ def random_scenario(rng: random.Random, ops: random.Random | None = None) -> Sce
     )
     if ops is not None:
         add_operations(ops, sections)
+    if gray is not None:
+        add_gray(gray, sections)
     return tiny(**sections)
+
+
+def add_gray(rng: random.Random, s: dict[str, Any]) -> None:
+    """Stragglers, loss spikes, silent corruption, corrupt checkpoints (with and without
+    validation) and on-call waits, at rates that make them happen within a tiny run."""
+    if rng.random() < 0.4:
+        s["stragglers"] = {
+            "rate_per_1k_gpu_day": rng.uniform(100, 20000),
+            "slowdown": rng.uniform(0.05, 0.6),
+            "slowdown_max": rng.choice([None, 0.7]),
+            "detect_hours": rng.choice([None, rng.uniform(0, 1)]),
+            "detect_threshold": rng.choice([0.0, rng.uniform(0, 0.5)]),
+            "clear_hours": rng.choice([None, rng.uniform(0.01, 1)]),
+            "repair_hours": rng.uniform(0.01, 1),
+        }
+    needs_human = False
+    for fc in s["failures"]:
+        if fc["scope"] in ("gpu", "node", "job") and rng.random() < 0.2:
+            fc["silent"] = True
+            fc.pop("detect_minutes", None)
+            fc["detect_hours"] = rng.uniform(0, 0.5)
+        elif rng.random() < 0.3:
+            fc["rollback_checkpoints"] = rng.randint(1, 4)
+        if rng.random() < 0.2:
+            fc["needs_human"] = needs_human = True
+    if needs_human or rng.random() < 0.2:
+        s["oncall"] = {
+            "response_minutes": rng.uniform(0, 30),
+            "night_response_minutes": rng.uniform(0, 90),
+            "weekend_response_minutes": rng.uniform(0, 180),
+        }
+        s["simulation"]["start_weekday"] = rng.choice(["monday", "friday", "saturday"])
+        s["simulation"]["start_hour"] = rng.uniform(0, 23.9)
+    if rng.random() < 0.4:
+        s["checkpoint"]["corrupt_prob"] = rng.uniform(0.01, 0.5)
+        s["checkpoint"]["validate"] = rng.random() < 0.5
+        s["checkpoint"]["keep_last"] = rng.randint(1, 5)
 
 
 def add_operations(rng: random.Random, s: dict[str, Any]) -> None:
@@ -255,6 +305,12 @@ def features(scenario: Scenario) -> list[str]:
         "not_attributable": any(
             getattr(f, "node_attributable", None) is False for f in scenario.failures
         ),
+        "stragglers": getattr(scenario, "stragglers", None) is not None,
+        "loss_spikes": any(getattr(f, "rollback_checkpoints", 1) > 1 for f in scenario.failures),
+        "silent": any(getattr(f, "silent", False) for f in scenario.failures),
+        "corrupt": getattr(ck, "corrupt_prob", 0) > 0,
+        "validate": getattr(ck, "validate_writes", False),
+        "oncall": getattr(scenario, "oncall", None) is not None,
     }
     return [name for name, on in flags.items() if on]
 
@@ -282,6 +338,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--no-ops", action="store_true", help="without the operations features")
+    parser.add_argument(
+        "--no-gray", action="store_true", help="without stragglers, data faults and on-call"
+    )
     parser.add_argument("--repro", type=Path, help="write each violation's reproducer here")
     parser.add_argument("--show", type=int, default=5, help="print the scenario of this many")
     parser.add_argument("--replay", type=Path, help="rerun one reproducer file")
@@ -297,8 +356,9 @@ def main() -> int:
     start = time.perf_counter()
     for i in range(args.runs):
         ops = None if args.no_ops else random.Random(f"{args.seed}-ops-{i}")
+        gray = None if args.no_gray else random.Random(f"{args.seed}-gray-{i}")
         try:
-            scenario = random_scenario(rng, ops)
+            scenario = random_scenario(rng, ops, gray)
         except ScenarioError:
             refused += 1
             continue  # refused at the edge (e.g. a fat tree too small for the nodes)
@@ -325,7 +385,9 @@ def main() -> int:
                     {
                         "seed": i,
                         "problems": problems,
-                        "scenario": scenario.model_dump(mode="json", exclude_none=True),
+                        "scenario": scenario.model_dump(
+                            mode="json", exclude_none=True, by_alias=True
+                        ),
                     },
                     indent=1,
                 )

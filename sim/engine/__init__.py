@@ -5,13 +5,14 @@
 """
 
 from sim.engine.plan import FailureClassPlan, ReplicaPlan, build_plan
-from sim.engine.simulate import Failure, RunRecord, simulate_replica
+from sim.engine.simulate import Failure, RunRecord, StragglerOnset, simulate_replica
 
 __all__ = [
     "Failure",
     "FailureClassPlan",
     "ReplicaPlan",
     "RunRecord",
+    "StragglerOnset",
     "build_plan",
     "simulate_replica",
 ]

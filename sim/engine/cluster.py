@@ -89,6 +89,7 @@ class Cluster:
                     source.slot_scale = self.slot_scale
         self.node_sources = [source for source in sources if source.per_node]
         self.history: dict[int, deque[float]] = {}  # failure times per node (retirement)
+        self.on_left: Callable[[int], None] | None = None  # a node left this job slot
         # pool nodes are billed while they serve in the job: since when each one has
         self._serving_since: dict[int, float] = {}
         self._pool_serving_s = 0.0
@@ -178,6 +179,8 @@ class Cluster:
         self.filled[slot] = False
         self.slot_node[slot] = -1
         self.active -= 1
+        if self.on_left is not None:
+            self.on_left(slot)
         for source in self.node_sources:
             source.deactivate_one(slot)
         return node
@@ -192,6 +195,9 @@ class Cluster:
         self.filled[slots] = False
         self.slot_node[slots] = -1
         self.active -= slots.size
+        if self.on_left is not None:
+            for slot in slots:
+                self.on_left(int(slot))
         for source in self.sources:
             source.deactivate(slots)
         return node_ids
@@ -261,7 +267,13 @@ class Cluster:
         if not self.filled[slot]:
             return  # already out (two failures of the same node merged)
         repair = self.plan.repair
-        attributable = self.plan.failure_classes[failure.class_index].attributable
+        classes = self.plan.failure_classes
+        # past the failure classes: a drained straggler, a fault of its node
+        attributable = (
+            classes[failure.class_index].attributable
+            if failure.class_index < len(classes)
+            else True
+        )
         if (
             not diagnosed
             and repair is not None

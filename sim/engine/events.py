@@ -62,3 +62,14 @@ class HealthCheck:
     """A health check of the job's nodes is due."""
 
     time_s: float
+
+
+@dataclass(frozen=True)
+class StragglerOnset:
+    """A node of the job turns slow (injected by tests and what-ifs; the scenario needs a
+    `stragglers:` section for its detection and repair)."""
+
+    time_s: float
+    slot: int
+    slowdown: float
+    clear_s: float = float("inf")

@@ -102,13 +102,25 @@ class Job:
         if self.running and self._computing:
             self.process.interrupt(CheckpointWanted(self.env.now))
 
+    def drain_at_checkpoint(self, slot: int, node: int, class_index: int) -> None:
+        """A detector named the node in `slot` (a straggler): drain it at the next checkpoint."""
+        if slot not in self.caught:
+            self.caught[slot] = (node, class_index)
+            self.checkpoint_wanted()
+
     def health_check(self) -> None:
         """A health check is due; it runs while the job computes (skipped while it is down)."""
         if self.running and self._computing:
             self.process.interrupt(HealthCheck(self.env.now))
 
     def step_time_changed(self) -> None:
-        if self.process is not None and self.process.is_alive:
+        """The step time moved: a stretch under way is re-planned (from the job's own process,
+        e.g. a straggler drained, the next stretch reads the new step time anyway)."""
+        if (
+            self.process is not None
+            and self.process.is_alive
+            and self.env.active_process is not self.process
+        ):
             self.process.interrupt(StepTimeChanged(self.env.now))
 
     def node_returned(self) -> None:
@@ -380,9 +392,13 @@ class Job:
             if self.cluster.filled[slot] and self.cluster.slot_node[slot] == node
         ]
         self.caught.clear()
+        classes = self.plan.failure_classes
         for slot, cls in drains:
-            fc = self.plan.failure_classes[cls]
-            drained = Failure(cls, fc.name, self.env.now, (slot,), 0.0, True, fc.repair_mean_s)
+            if cls < len(classes):
+                name, repair_mean_s = classes[cls].name, classes[cls].repair_mean_s
+            else:  # a straggler (after the failure classes)
+                name, repair_mean_s = "straggler", self.plan.stragglers.repair_mean_s
+            drained = Failure(cls, name, self.env.now, (slot,), 0.0, True, repair_mean_s)
             # the check named the node: no misdiagnosis
             self.cluster.send_to_repair(drained, slot, diagnosed=True)
         self.ledger.nodes_drained += len(drains)

@@ -139,11 +139,8 @@ class Progress:
         self.ledger.rollbacks_beyond_newest += 1
         if len(history) >= n:
             self.restore(history[-n])
-        elif self.deleted_any:
-            self.ledger.rollback_exhausted += 1
-            self.restore(history[0])
         else:
-            self.restore(START)  # every checkpoint since the start is kept: from the start
+            self._restore_oldest()
 
     def roll_back_before(self, since_s: float) -> None:
         """Silent corruption since `since_s`: restart from the newest checkpoint taken before it."""
@@ -155,11 +152,21 @@ class Progress:
                 self.restore(entry)
                 return
         self.ledger.rollbacks_beyond_newest += 1
-        if self.deleted_any:
-            self.ledger.rollback_exhausted += 1
+        self._restore_oldest()
+
+    def _restore_oldest(self) -> None:
+        """The wanted checkpoint is older than any kept: with every checkpoint since the start
+        kept, that is the start; otherwise keep_last deleted it and the oldest kept one is
+        used (or, with none left on the tier, the durable point stays where it is)."""
+        history = self.kept
+        if not self.deleted_any:
+            self.restore(START)
+            return
+        self.ledger.rollback_exhausted += 1
+        if history:
             self.restore(history[0])
         else:
-            self.restore(START)
+            self.drop()
 
     def fall_back(self) -> None:
         """The newest kept checkpoint failed to load: the previous one, or the start."""
@@ -168,7 +175,7 @@ class Progress:
         self.ledger.checkpoints_corrupt += 1
         if history:
             self.restore(history[-1])
-        else:
+        else:  # nothing older is kept: from the start
             if self.deleted_any:
                 self.ledger.rollback_exhausted += 1
             self.restore(START)
@@ -531,6 +538,9 @@ class Progress:
         unsafe_other = ledger.checkpoint_stall_s - stall
         ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s = ideal, slowdown, stall
         self.durable_step = backup.step if backup else 0
+        if self.kept is not None:  # the tier's checkpoints are gone; the backup is not kept here
+            self.kept.clear()
+            self.deleted_any = True
         if self.timeline is not None:
             self._unkeep(unsafe_compute + unsafe_other, running)
         if running:

@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 
 from sim.engine.cluster import Cluster
-from sim.engine.events import Failure
+from sim.engine.events import Failure, StragglerOnset
 from sim.engine.fabricstate import FabricState
 from sim.engine.failures import FailureRouter, FailureSource
 from sim.engine.job import Job
@@ -24,6 +24,7 @@ from sim.engine.ledger import DOWNTIME_PARTS, Ledger
 from sim.engine.plan import ReplicaPlan
 from sim.engine.repair import RepairShop
 from sim.engine.storage import Storage
+from sim.engine.stragglers import Stragglers
 
 # Stream table: fixed ids, only ever appended to (changing one changes every result).
 STREAMS = {
@@ -135,7 +136,7 @@ def simulate_replica(
     plan: ReplicaPlan,
     replica: int,
     seed: int,
-    injected: Iterable[Failure] = (),
+    injected: Iterable[Failure | StragglerOnset] = (),
     timeline: bool = False,
 ) -> RunRecord:
     """Simulate one replica. `injected` failures (tests, what-ifs) strike at their `time_s`."""
@@ -182,6 +183,11 @@ def simulate_replica(
     job = Job(env, plan, cluster, ledger, trace)
     if plan.corrupt_prob > 0:
         job.progress.corrupt_rng = stream(seed, replica, "checkpoint_corruption")
+    stragglers = (
+        Stragglers(env, job, cluster, stream(seed, replica, "stragglers"))
+        if plan.stragglers is not None
+        else None
+    )
     job_ref.append(job)
     router = FailureRouter(ledger, job)
     router_ref.append(router)
@@ -207,11 +213,21 @@ def simulate_replica(
     for source in sources:
         source.start()
     process = job.start()
-    for failure in injected:
-        env.process(_inject(env, strike, failure))
+    if stragglers is not None:
+        stragglers.start()
+    for event in injected:
+        if isinstance(event, StragglerOnset):
+            assert stragglers is not None, "an injected straggler needs a stragglers: section"
+            env.process(
+                _inject(env, lambda e: stragglers.onset(e.slot, e.slowdown, e.clear_s), event)
+            )
+        else:
+            env.process(_inject(env, strike, event))
 
     # run
     env.run(until=process)
+    if stragglers is not None:
+        ledger.straggler_s = stragglers.seconds(env.now)
 
     # finalise
     assert cluster.conserved(), "nodes were not conserved"

@@ -14,7 +14,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from sim.engine import Failure, build_plan, simulate_replica
+from sim.engine import Failure, StragglerOnset, build_plan, simulate_replica
 from sim.engine.progress import Progress
 from sim.scenario import ScenarioError
 from tests.conftest import identity_error, tiny
@@ -201,3 +201,86 @@ def test_on_call_response_follows_the_weekly_calendar():
 def test_needs_human_without_an_oncall_section_is_refused():
     with pytest.raises(ScenarioError, match=r"failures\.0\.needs_human"):
         tiny(failures=[klass(needs_human=True)])
+
+
+# ---- stragglers
+
+
+def slow(detect_hours=None, **keys) -> dict:
+    """A stragglers section that never strikes by itself (tests inject the onsets)."""
+    return {"rate_per_1k_gpu_day": 1e-9, "slowdown": 0.3, "detect_hours": detect_hours, **keys}
+
+
+def test_a_straggler_of_factor_1_5_over_2_h_of_work_adds_exactly_1_h_of_slowdown():
+    # a long run (10,000 steps of 1 s, no checkpoint before the end): a straggler that makes
+    # the job 1.5x slower (slowdown 1/3) from 1,000 s until it clears 3 h later computes
+    # 2 h of nominal work in those 3 h: exactly 1 h of slowdown
+    changes = dict(
+        model={
+            "params": 1.0e9,
+            "tokens": 1.0e7,
+            "global_batch_tokens": 1000,
+            "flops_per_token": 6.0e9,
+        },
+        checkpoint={"interval_steps": 100_000, "state_bytes_per_param": 10},
+        stragglers=slow(),
+    )
+    onset = StragglerOnset(1000.0, slot=1, slowdown=1 / 3, clear_s=3 * 3600.0)
+    r = run([onset], **changes)
+    plain = run([], **changes)
+    assert r.slowdown_hours == pytest.approx(1.0)
+    assert r.wall_hours == pytest.approx(plain.wall_hours + 1.0)
+    assert (r.stragglers, r.straggler_hours) == (1, pytest.approx(3.0))
+
+
+def test_several_stragglers_the_slowest_counts():
+    changes = dict(
+        model={
+            "params": 1.0e9,
+            "tokens": 1.0e7,
+            "global_batch_tokens": 1000,
+            "flops_per_token": 6.0e9,
+        },
+        checkpoint={"interval_steps": 100_000, "state_bytes_per_param": 10},
+        stragglers=slow(),
+    )
+    both = run(
+        [
+            StragglerOnset(1000.0, slot=0, slowdown=0.5, clear_s=3600.0),
+            StragglerOnset(1000.0, slot=1, slowdown=0.2, clear_s=3600.0),
+        ],
+        **changes,
+    )
+    # an hour at 2x: 0.5 h of work done, 0.5 h of slowdown (the 0.2 one hides behind it)
+    assert both.slowdown_hours == pytest.approx(0.5)
+    assert both.straggler_hours == pytest.approx(1.0)
+
+
+def test_a_detected_straggler_is_drained_at_the_next_checkpoint():
+    # slowdown 0.5 (2x) from 150 s (step 140), detected 1 min later at 210 s; the next
+    # checkpoint (step 200) is durable at 150 + 60*2 + 10 = 280 s: the node is drained there,
+    # a spare takes its place and the job restarts (600 s + the 5 s load), nothing is lost
+    changes = dict(
+        cluster={
+            "gpu": {"name": "test", "peak_tflops": 2.0},
+            "nodes": 2,
+            "gpus_per_node": 2,
+            "spare_nodes": 1,
+        },
+        stragglers=slow(detect_hours=1 / 60),
+    )
+    r = run([StragglerOnset(150.0, slot=0, slowdown=0.5)], **changes)
+    assert r.slowdown_hours * 3600 == pytest.approx(60.0)
+    assert r.straggler_hours * 3600 == pytest.approx(130.0)
+    assert r.nodes_drained == 1 and r.nodes_replaced == 1 and r.lost_work_hours == 0
+    assert r.downtime_hours * 3600 == pytest.approx(RESTART_S + LOAD_S)
+    # never detected: it drags the job to the end (860 steps at 2x after step 140)
+    never = run([StragglerOnset(150.0, slot=0, slowdown=0.5)], **{**changes, "stragglers": slow()})
+    assert never.slowdown_hours * 3600 == pytest.approx(860.0)
+    assert never.nodes_drained == 0
+    # below the detector's threshold it is never caught either
+    blind = run(
+        [StragglerOnset(150.0, slot=0, slowdown=0.5)],
+        **{**changes, "stragglers": slow(detect_hours=1 / 60, detect_threshold=0.6)},
+    )
+    assert blind.slowdown_hours == pytest.approx(never.slowdown_hours)
