@@ -43,8 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sim.engine import build_plan, simulate_replica  # noqa: E402
-from sim.scenario import Scenario, ScenarioError  # noqa: E402
 from sim.engine.ledger import DOWNTIME_PARTS  # noqa: E402
+from sim.scenario import Scenario, ScenarioError  # noqa: E402
 from tests.conftest import COST_PARTS, as_class, identity_error, tiny  # noqa: E402
 
 SCOPES = ["gpu", "node", "node", "job", "link", "switch", "storage"]
