@@ -195,11 +195,17 @@ def snapshot_s(scenario: Scenario, nodes: int | None = None) -> float:
     return checkpoint_GB(scenario) / nodes / scenario.checkpoint.snapshot_GB_s_per_node
 
 
+def checkpoint_validate_s(scenario: Scenario) -> float:
+    """Reading a checkpoint back to validate it (`checkpoint.validate`), else 0."""
+    return checkpoint_load_s(scenario) if scenario.checkpoint.validate_writes else 0.0
+
+
 def checkpoint_blocking_s(scenario: Scenario) -> float:
-    """What a checkpoint costs training: the write (sync) or the snapshot (async)."""
+    """What a checkpoint costs training: the write and its validation (sync) or the
+    snapshot (async: the write and validation drain in the background)."""
     if scenario.checkpoint.mode == "async":
         return snapshot_s(scenario)
-    return checkpoint_write_s(scenario)
+    return checkpoint_write_s(scenario) + checkpoint_validate_s(scenario)
 
 
 # --------------------------------------------------------------------------- failures
@@ -316,7 +322,11 @@ def expected_wall_s(scenario: Scenario) -> float:
     ideal_s = steps * step_s
     interval_s = interval_steps(scenario) * step_s
     blocking_s = checkpoint_blocking_s(scenario)
-    final_drain_s = checkpoint_write_s(scenario) if scenario.checkpoint.mode == "async" else 0.0
+    final_drain_s = (
+        checkpoint_write_s(scenario) + checkpoint_validate_s(scenario)
+        if scenario.checkpoint.mode == "async"
+        else 0.0
+    )
     mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
     if math.isinf(mtbf_s):
         return ideal_s + math.ceil(steps / interval_steps(scenario)) * blocking_s + final_drain_s

@@ -33,10 +33,6 @@ from yaml.resolver import Resolver
 
 from sim.hardware import GPUS, TIERS, GpuSpec
 
-# Keys of the documented schema that later versions simulate. Until they land the
-# loader refuses them by name instead of ignoring them.
-NOT_SUPPORTED_YET: dict[str, str] = {}
-
 _NAME = r"^[a-z0-9_-]+$"
 
 # Limits on the input itself, so that no file or command line can exhaust memory or
@@ -901,7 +897,6 @@ def load_document(
     if sweep:
         raw["sweep"] = sweep
     base = {k: v for k, v in raw.items() if k != "sweep"}
-    _reject_not_supported(source, base)
     for key, values in sweep.items():
         if not isinstance(values, list) or not values:
             raise ScenarioError(
@@ -925,7 +920,6 @@ def load_document(
         point_params = dict(zip(keys, combo))
         for key, value in point_params.items():
             _assign(doc, key, value)
-        _reject_not_supported(source, doc)
         scenario = _validate(source, doc, point_params)
         points.append(Point(index=index, params=point_params, scenario=scenario))
     return ScenarioSet(source=source, resolved=raw, points=points)
@@ -1035,8 +1029,6 @@ def _parse_value(source: str, key: str, text: str, flag: str, whole: str | None 
 
 def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None:
     """A dotted key must name a key of the schema; list items by an existing index."""
-    if key in NOT_SUPPORTED_YET or key.split(".")[0] in NOT_SUPPORTED_YET:
-        raise ScenarioError(source, key, f"{origin}: {_not_yet_message(key)}")
     parts = key.split(".")
     model: Any = SWEEPABLE_ROOT
     node: Any = raw
@@ -1130,27 +1122,6 @@ def _set(doc: dict[str, Any], parts: list[str], value: Any) -> None:
             node[int(last)] = value
     else:
         node[last] = value
-
-
-def _not_yet_message(key: str) -> str:
-    feature = NOT_SUPPORTED_YET.get(key) or NOT_SUPPORTED_YET.get(key.split(".")[0], "")
-    return f"not supported yet: {key!r} belongs to {feature}, which this version does not simulate"
-
-
-def _reject_not_supported(source: str, doc: dict[str, Any]) -> None:
-    for key in NOT_SUPPORTED_YET:
-        if _has_key(doc, key):
-            raise ScenarioError(source, key, _not_yet_message(key))
-
-
-def _has_key(doc: dict[str, Any], key: str) -> bool:
-    *parents, last = key.split(".")
-    node: Any = doc
-    for part in parents:
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return isinstance(node, dict) and last in node
 
 
 def dump_resolved(scenario_set: ScenarioSet) -> str:

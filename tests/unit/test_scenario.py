@@ -86,7 +86,23 @@ def test_defaults_fill_optional_sections():
             "performance",
             "exactly one of mfu or compute_efficiency",
         ),
-        ({"stragglers": {"slowdown": 0.3}}, "stragglers", "not supported yet"),
+        ({"stragglers": {"slowdown": 1.5}}, "stragglers.slowdown", "less than 1"),
+        (
+            {"stragglers": {"slowdown": 0.5, "slowdown_max": 0.2}},
+            "stragglers.slowdown_max",
+            "at least",
+        ),
+        (
+            {"oncall": {"workday_start_hour": 18, "workday_end_hour": 9}},
+            "oncall.workday_end_hour",
+            "after",
+        ),
+        ({"simulation": {"start_weekday": "someday"}}, "simulation.start_weekday", "monday"),
+        (
+            {"checkpoint": {"interval_steps": 10, "corrupt_prob": 1.0}},
+            "checkpoint.corrupt_prob",
+            "less than 1",
+        ),
         (
             {"storage": {"checkpoint_tier": {"kind": "nfs", "osts": 8}}},
             "storage.checkpoint_tier",
