@@ -16,6 +16,7 @@ Usage: .venv/bin/python benchmarks/simpy_floor.py [--events 200000] [--no-engine
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -44,10 +45,8 @@ def per_interrupt(n: int) -> float:
 
     def sleeper():
         while True:
-            try:
+            with contextlib.suppress(simpy.Interrupt):
                 yield env.timeout(1e9)
-            except simpy.Interrupt:
-                pass
 
     target = env.process(sleeper())
 
