@@ -22,6 +22,7 @@ NOTEBOOKS = ROOT / "notebooks"
 FIGURES = {
     "checkpoint_intervals.ipynb": 2,
     "fabric.ipynb": 3,
+    "operations.ipynb": 4,
     "storage.ipynb": 1,
 }
 
