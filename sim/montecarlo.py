@@ -35,6 +35,7 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from sim import columns
 from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.scenario import ScenarioSet
 
@@ -69,15 +70,7 @@ COLUMNS = [
     "nodes_from_pool",
     "preemptions",
     "nodes_drained",
-    "detect_hours",
-    "node_wait_hours",
-    "restart_hours",
-    "checkpoint_load_hours",
-    "rescale_hours",
-    "storage_wait_hours",
-    "maintenance_hours",
-    "health_check_hours",
-    "human_wait_hours",
+    *columns.DOWNTIME_COLUMNS,
     "stragglers",
     "straggler_hours",
     "rollbacks_beyond_newest",
@@ -86,12 +79,7 @@ COLUMNS = [
     "lost_gpu_hours",
     "gpu_hours",
     "cost_usd",
-    "cost_ideal_usd",
-    "cost_slowdown_usd",
-    "cost_lost_work_usd",
-    "cost_checkpoint_stall_usd",
-    "cost_downtime_usd",
-    "cost_idle_spares_usd",
+    *columns.COST_COLUMNS,
 ]
 
 EXECUTORS = ("serial", "processes", "dask")

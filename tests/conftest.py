@@ -15,18 +15,12 @@ from unittest import mock
 
 import pytest
 
+from sim import columns
 from sim.engine.ledger import DOWNTIME_PARTS
 from sim.scenario import Scenario, load_document
 
 # the cost breakdown columns, summing to cost_usd (docs/metrics.md)
-COST_PARTS = (
-    "cost_ideal_usd",
-    "cost_slowdown_usd",
-    "cost_lost_work_usd",
-    "cost_checkpoint_stall_usd",
-    "cost_downtime_usd",
-    "cost_idle_spares_usd",
-)
+COST_PARTS = columns.COST_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 

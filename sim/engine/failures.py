@@ -205,15 +205,16 @@ class FailureRouter:
                 since_s=failure.time_s,
             )
             self.job.env.timeout(failure.detect_s).callbacks.append(lambda _: self.route(found))
-            self._count_lemon(failure)
+            if self.faults_matter:
+                self._count_lemon(failure)
             return
-        self._count_lemon(failure)
+        if self.faults_matter:
+            self._count_lemon(failure)
         self.handlers.get(failure.scope, self.job.strike)(failure)
 
     def _count_lemon(self, failure: Failure) -> None:
         if (
-            self.faults_matter
-            and self.attributable[failure.class_index]
+            self.attributable[failure.class_index]
             and failure.nodes
             and self.job.cluster.is_faulty(failure.nodes[0])
         ):

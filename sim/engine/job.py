@@ -75,6 +75,8 @@ class Job:
         self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
         self.health_rng: np.random.Generator | None = None  # set when health checks run
         self.process: simpy.Process | None = None
+        # sync checkpoints validated with corruption possible: a corrupt one is rewritten
+        self._rewrites = plan.validate and plan.corrupt_prob > 0 and plan.mode == "sync"
 
     # ---- called by other processes
 
@@ -145,8 +147,10 @@ class Job:
                 failure = outcome
                 while failure is not None:
                     failures = yield from self._detect(failure)
-                    self._roll_back(failures)
-                    yield from self._wait_for_oncall(failures)
+                    if self.progress.kept is not None:
+                        self._roll_back(failures)
+                    if self.plan.oncall is not None:
+                        yield from self._wait_for_oncall(failures)
                     yield from self._replace(failures)
                     failure = yield from self._restart()
         except HorizonReached:
@@ -184,7 +188,8 @@ class Job:
             grow_at = 1 if self._stop_wanted() else None
             # with the tier down, train up to the next snapshot, then wait for the tier
             blocked_at = stretch.snapshot_start_s(1) if self.progress.tier_down() else None
-            rewrite_at = self._rewrite_at(stretch)  # validation finds checkpoint j corrupt
+            # validation finds the stretch's checkpoint j corrupt: stop there to rewrite it
+            rewrite_at = self._rewrite_at(stretch) if self._rewrites else None
             replan = False
             while True:
                 k = stretch.checkpoints if grow_at is None else grow_at
@@ -267,9 +272,6 @@ class Job:
     def _rewrite_at(self, stretch: Stretch) -> int | None:
         """With validation (sync checkpoints), the first of the stretch's checkpoints that the
         read-back finds corrupt: the job stops there to rewrite it."""
-        plan = self.plan
-        if not (plan.validate and plan.corrupt_prob > 0 and plan.mode == "sync"):
-            return None
         written = self.ledger.checkpoints_written
         first = self.progress.first_corrupt(written + 1, written + stretch.checkpoints)
         return None if first is None else first - written
@@ -299,9 +301,8 @@ class Job:
 
     def _roll_back(self, failures: list[Failure]) -> None:
         """Recoveries that restart before the newest checkpoint: a loss spike goes back
-        `rollback_checkpoints`, a silent corruption to the newest checkpoint taken before it."""
-        if self.progress.kept is None:
-            return
+        `rollback_checkpoints`, a silent corruption to the newest checkpoint taken before it
+        (only when the kept checkpoints are tracked)."""
         classes = self.plan.failure_classes
         for failure in failures:
             if failure.since_s is not None:
@@ -315,8 +316,6 @@ class Job:
         """A failure that needs a person waits for the on-call engineer: the response time of
         the hour and weekday it was noticed (failures meanwhile merge into it)."""
         oncall = self.plan.oncall
-        if oncall is None:
-            return
         classes = self.plan.failure_classes
         if not any(classes[f.class_index].needs_human for f in failures):
             return

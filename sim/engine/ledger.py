@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sim import columns
+
 
 @dataclass
 class Ledger:
@@ -52,17 +54,7 @@ class Ledger:
 
 
 # The ledger attributes that split downtime, in the order the outputs list them.
-DOWNTIME_PARTS = (
-    "detect_s",
-    "node_wait_s",
-    "restart_s",
-    "checkpoint_load_s",
-    "rescale_s",
-    "storage_wait_s",
-    "maintenance_s",
-    "health_check_s",
-    "human_wait_s",
-)
+DOWNTIME_PARTS = tuple(f"{part}_s" for part in columns.DOWNTIME_PARTS)
 
 
 def excess_s(total_s: float, nominal_s: float) -> float:
