@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from sim import __version__, perf
+from sim.columns import better_direction, unit_of
 from sim.montecarlo import COLUMNS
 from sim.perf import daly_expected_wall_s, daly_interval_s, young_interval_s
 from sim.scenario import Scenario, ScenarioSet
@@ -29,8 +30,12 @@ __all__ = [
     "interval_marks",
     "better_direction",
     "optimize",
+    "paired_difference",
+    "student_t_quantile",
     "summarize",
     "summary_json",
+    "unit_of",
+    "welch_difference",
     "young_interval_s",
 ]
 
@@ -166,31 +171,6 @@ def interval_marks(scenario: Scenario, swept_key: str) -> dict[str, float]:
     if swept_key == "checkpoint.interval_minutes":
         return {k: v / 60.0 for k, v in seconds.items()}
     return {}
-
-
-# Metrics where more is better; every other metric (times, costs, counts) is minimised.
-MAXIMIZED = frozenset({"goodput", "effective_mfu", "finished_fraction"})
-
-
-def better_direction(metric: str) -> str:
-    """'max' for goodput-like metrics, 'min' for times, costs and counts."""
-    return "max" if metric in MAXIMIZED else "min"
-
-
-def unit_of(metric: str) -> str:
-    """The unit a metric's name carries ('' for ratios and counts)."""
-    if "gpu_hours" in metric:
-        return "GPU-h"
-    for suffix, unit in (
-        ("_usd", "USD"),
-        ("_days", "days"),
-        ("_hours", "h"),
-        ("_TB", "TB"),
-        ("_GB", "GB"),
-    ):
-        if metric.endswith(suffix) or f"{suffix}_" in metric:
-            return unit
-    return ""
 
 
 @dataclass(frozen=True)
@@ -350,3 +330,121 @@ def optimize(
         difference_ci,
         points,
     )
+
+
+# --------------------------------------------------------------------------- two samples
+
+
+@dataclass(frozen=True)
+class Difference:
+    """mean(b) − mean(a) with its 95% confidence interval.
+
+    `method` is "paired" (a[i] and b[i] come from the same replica: the interval is the
+    t interval of the differences, df = n − 1) or "welch" (independent samples: Welch's
+    t interval, Welch–Satterthwaite df). The interval is NaN when a side has fewer than
+    two values; it is the estimate itself when neither side varies.
+    """
+
+    method: str
+    estimate: float
+    low: float
+    high: float
+    df: float
+    n_a: int
+    n_b: int
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray) -> Difference:
+    """mean(b − a) ± t(0.975, n − 1) · sd(b − a) / √n over pairs (a[i], b[i])."""
+    d = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    n = d.size
+    if n == 0:
+        return Difference("paired", math.nan, math.nan, math.nan, math.nan, 0, 0)
+    mean = float(d.mean())
+    if n < 2:
+        return Difference("paired", mean, math.nan, math.nan, math.nan, n, n)
+    sd = float(d.std(ddof=1))
+    half = student_t_quantile(0.975, n - 1) * sd / math.sqrt(n) if sd > 0 else 0.0
+    return Difference("paired", mean, mean - half, mean + half, float(n - 1), n, n)
+
+
+def welch_difference(a: np.ndarray, b: np.ndarray) -> Difference:
+    """mean(b) − mean(a) ± t(0.975, ν) · √(s_a²/n_a + s_b²/n_b), ν by Welch–Satterthwaite."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n_a, n_b = a.size, b.size
+    if n_a == 0 or n_b == 0:
+        return Difference("welch", math.nan, math.nan, math.nan, math.nan, n_a, n_b)
+    mean = float(b.mean() - a.mean())
+    if n_a < 2 or n_b < 2:
+        return Difference("welch", mean, math.nan, math.nan, math.nan, n_a, n_b)
+    va, vb = float(a.var(ddof=1)) / n_a, float(b.var(ddof=1)) / n_b
+    if va + vb == 0:
+        return Difference("welch", mean, mean, mean, math.inf, n_a, n_b)
+    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    half = student_t_quantile(0.975, df) * math.sqrt(va + vb)
+    return Difference("welch", mean, mean - half, mean + half, df, n_a, n_b)
+
+
+def student_t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with `df` > 0 (possibly fractional) degrees of freedom:
+    bisection on the CDF F(t) = 1 − ½·I_{df/(df+t²)}(df/2, ½) for t ≥ 0."""
+    if not 0 < p < 1 or not df > 0:
+        raise ValueError(f"need 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if p < 0.5:
+        return -student_t_quantile(1 - p, df)
+    if p == 0.5:
+        return 0.0
+    if df > 1e7:  # indistinguishable from the normal
+        return _normal_quantile(p)
+
+    def cdf(t: float) -> float:
+        return 1.0 - 0.5 * _regularized_beta(df / (df + t * t), df / 2.0, 0.5)
+
+    low, high = 0.0, 1.0
+    while cdf(high) < p:
+        low, high = high, 2.0 * high
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        if cdf(mid) < p:
+            low = mid
+        else:
+            high = mid
+        if high - low <= 1e-12 * high:
+            break
+    return 0.5 * (low + high)
+
+
+def _normal_quantile(p: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+def _regularized_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b), by the continued fraction (modified Lentz) on whichever side converges."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - _regularized_beta(1.0 - x, b, a)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 1000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * fraction / a

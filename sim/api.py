@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from sim import analysis, feasibility, plots
 from sim.engine import build_plan, simulate_replica
@@ -23,18 +24,7 @@ from sim.results import RunDir, chrome_trace
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
 # the columns the standard figures read (not the whole table)
-FIGURE_COLUMNS = list(
-    dict.fromkeys(
-        [
-            "point",
-            "replica",
-            "finished",
-            "time_to_train_days",
-            "lost_work_hours",
-            *(column for column, _, _ in plots.BREAKDOWN),
-        ]
-    )
-)
+FIGURE_COLUMNS = plots.TABLE_COLUMNS
 
 
 @dataclass
@@ -137,6 +127,11 @@ def resume_run(
     status = run.manifest.get("status")
     if status == "complete":
         raise ScenarioError("--resume", str(run_dir), "this run is complete: nothing to resume")
+    if "plan" in run.manifest:  # resuming would run its whole grid, not the race
+        raise ScenarioError(
+            "--resume", str(run_dir), "this is a `trainsim plan` run, which does not resume: "
+            "run the plan command again",
+        )  # fmt: skip
     scenario_set = load_scenario(run.path / "scenario.yaml")
     if workers is not None:
         run.manifest["workers"] = workers
@@ -260,7 +255,10 @@ def finalise(
             (run.path / "timeline.json").write_text(_dumps(chrome_trace(record.timeline)))
         if figures:
             keys = scenario_set.swept_keys
-            columns = [*FIGURE_COLUMNS, *(k for k in keys if k not in FIGURE_COLUMNS)]
+            # a table of an older version lacks some columns: their figures are skipped
+            names = set(pq.read_schema(table_path).names)
+            columns = [c for c in FIGURE_COLUMNS if c in names]
+            columns += [k for k in keys if k not in columns]
             marks = {key: analysis.interval_marks(scenario_set.base, key) for key in keys}
             # only the columns the figures read, error rows dropped (as the strings of the
             # scenario and error columns are what would grow with the replicas)

@@ -15,25 +15,15 @@ import traceback
 from pathlib import Path
 
 import click
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from sim import analysis, feasibility, perf
+from sim import analysis, compare, feasibility, perf, planner
+from sim import report as run_report
 from sim.api import RunInterrupted, RunOutcome, merge_runs, resume_run, run_scenario
+from sim.columns import SUMMARY_METRICS
 from sim.scenario import MAX_SEED, ScenarioError, load_scenario
-
-SUMMARY_METRICS = [
-    ("time_to_train_days", "time to train (days)"),
-    ("wall_hours", "wall (hours)"),
-    ("lost_work_hours", "lost work (hours)"),
-    ("checkpoint_stall_hours", "checkpoint stall (hours)"),
-    ("downtime_hours", "downtime (hours)"),
-    ("slowdown_hours", "slowdown (hours)"),
-    ("goodput", "goodput"),
-    ("effective_mfu", "effective MFU"),
-    ("failures", "failures"),
-    ("cost_usd", "cost (USD)"),
-]
 
 scenario_argument = click.argument("scenario", type=click.Path(path_type=Path))
 set_option = click.option(
@@ -240,7 +230,7 @@ def calc(scenario, overrides, as_json) -> None:
         table = Table(title=title, show_header=False, title_justify="left")
         table.add_column("quantity")
         table.add_column("value", justify="right")
-        for label, value in _calc_rows(c):
+        for label, value in run_report.calculation_rows(c):
             table.add_row(label, value)
         console.print(table)
 
@@ -399,6 +389,254 @@ def optimize(
     console.print(f"results: {outcome.run_dir}")
 
 
+@app.command(name="plan")
+@scenario_argument
+@click.option(
+    "--vary",
+    "vary",
+    multiple=True,
+    required=True,
+    metavar="KEY=V1,V2,...",
+    help="A key to search and its candidate values, e.g. --vary cluster.spare_nodes=0,4,8 "
+    "(repeatable: the grid is the cartesian product, with any sweep the scenario has).",
+)
+@click.option(
+    "--deadline-days",
+    type=click.FloatRange(min=0, min_open=True),
+    required=True,
+    help="The deadline: time to train must be at most this many days ...",
+)
+@click.option(
+    "--quantile",
+    type=click.FloatRange(min=0, min_open=True, max=1),
+    default=0.95,
+    show_default=True,
+    help="... in at least this share of replicas (unfinished ones miss it).",
+)
+@click.option(
+    "--objective",
+    default="cost_usd",
+    show_default=True,
+    help="Metric whose mean to optimise (goodput and effective_mfu are maximised, others minimised).",
+)
+@click.option(
+    "--replicas-first",
+    type=click.IntRange(min=2),
+    default=planner.FIRST_REPLICAS,
+    show_default=True,
+    help="Replicas every point gets in the first round (each round doubles them).",
+)
+@click.option(
+    "--replicas-max",
+    type=click.IntRange(min=2),
+    default=planner.MAX_REPLICAS,
+    show_default=True,
+    help="Replicas a point gets at most.",
+)
+@click.option(
+    "--precision",
+    type=click.FloatRange(min=0, min_open=True),
+    default=planner.PRECISION,
+    show_default=True,
+    metavar="REL",
+    help="Stop once every point left is known to be within ±REL x the mean of the best "
+    "clearly feasible point.",
+)
+@set_option
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), help="Base seed.")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
+@executor_option
+@scheduler_option
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Results root.",
+)
+@json_option
+@click.option(
+    "--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr."
+)
+def plan_command(
+    scenario,
+    vary,
+    deadline_days,
+    quantile,
+    objective,
+    replicas_first,
+    replicas_max,
+    precision,
+    overrides,
+    seed,
+    workers,
+    executor,
+    scheduler,
+    out,
+    as_json,
+    progress,
+) -> None:
+    """Search several keys at once for the configuration with the best mean --objective
+    among those that finish within --deadline-days in at least --quantile of replicas.
+
+    Points race: every point starts with --replicas-first replicas (the same replica ids
+    everywhere: common random numbers); each round doubles them for the points still in
+    contention, dropping those clearly infeasible or clearly dominated. Writes
+    OUT/<name>/<run-id>/ with replicas.parquet, plan.json and figures/pareto.png.
+    """
+    if objective not in analysis.METRICS:
+        raise click.BadParameter(
+            f"unknown metric {objective!r}; one of {', '.join(analysis.METRICS)}",
+            param_hint="--objective",
+        )
+    try:
+        result = planner.plan(
+            scenario,
+            deadline_days,
+            quantile,
+            objective,
+            vary=list(vary),
+            overrides=list(overrides),
+            replicas_first=replicas_first,
+            replicas_max=replicas_max,
+            precision=precision,
+            seed=seed,
+            workers=workers,
+            executor=executor,
+            scheduler=scheduler,
+            out=out,
+            progress=progress,
+        )
+    except RunInterrupted as stop:
+        print(
+            f"interrupted ({stop.cause.signal_name}): the replicas run so far are kept in "
+            f"{stop.run_dir}; a plan does not resume: run the command again",
+            file=sys.stderr,
+        )
+        sys.exit(130)
+    _warn(result.problems)
+    if as_json:
+        print(json.dumps(result.doc))
+        return
+    _print_plan(result.doc)
+
+
+def _print_plan(doc: dict) -> None:
+    console = _console()
+    keys, objective, q = doc["varied_keys"], doc["objective"], doc["quantile"]
+    deadline = f"{doc['deadline_days']:g} days"
+    goal = "highest" if doc["direction"] == "max" else "lowest"
+    console.print(
+        f"{doc['scenario']}: the {goal} mean {objective} with P(time to train ≤ {deadline}) ≥ "
+        f"{q:g}, over {len(doc['candidates'])} points of {' × '.join(keys)}"
+    )
+
+    def params(row: dict) -> str:
+        return "  ".join(f"{k}={_fmt_value(row[k])}" for k in keys)
+
+    def share(row: dict) -> str:
+        return f"{row['p_meet']:.3f} [{row['p_meet_low']:.3f}, {row['p_meet_high']:.3f}]"
+
+    def plus_minus(value, low, high) -> str:
+        """value ± the half-width of its (symmetric) 95% interval."""
+        if value is None:
+            return "—"
+        text = _fmt_metric(objective, value, unit=False)
+        if low is None or high is None:
+            return text
+        return f"{text} ± {_fmt_metric(objective, (high - low) / 2, unit=False)}"
+
+    def mean_ci(row: dict) -> str:
+        return plus_minus(row["objective_mean"], row["objective_ci_low"], row["objective_ci_high"])
+
+    quantile_name = f"p{q * 100:g}"
+    chosen = doc["chosen"]
+    if chosen is not None:
+        table = Table(title=f"chosen: {params(chosen)}", show_header=False, title_justify="left")
+        table.add_column("quantity")
+        table.add_column("value")
+        table.add_row(
+            f"mean {objective} ± 95% CI",
+            f"{mean_ci(chosen)} ({_fmt_metric(objective, chosen['objective_ci_low'])} – "
+            f"{_fmt_metric(objective, chosen['objective_ci_high'])})",
+        )
+        table.add_row(
+            f"P(time to train ≤ {deadline}) [95% CI]",
+            f"{share(chosen)} over {chosen['replicas']:,} replicas",
+        )
+        table.add_row(
+            "time to train p50 / p95",
+            f"{_fmt(chosen['time_to_train_days_p50'])} / "
+            f"{_fmt(chosen['time_to_train_days_p95'])} days",
+        )
+        console.print(table)
+        if chosen["p_meet_low"] < q:
+            console.print(
+                f"note: its P(meet) is {chosen['p_meet']:.3f} ≥ {q:g}, but the 95% interval "
+                f"reaches down to {chosen['p_meet_low']:.3f}: more replicas (--replicas-max) "
+                "would confirm it"
+            )
+    else:
+        best = doc["highest_p_meet"]
+        console.print(
+            f"[bold]no configuration meets the deadline[/bold]: no point finishes within "
+            f"{deadline} in at least {q:.0%} of replicas. The closest, {params(best)}, does in "
+            f"{best['p_meet']:.1%} of {best['replicas']:,} replicas (95% CI "
+            f"{best['p_meet_low']:.1%}–{best['p_meet_high']:.1%}); its {quantile_name} time to "
+            f"train is {_fmt(best['time_to_train_days_at_quantile'])} days."
+        )
+    unit = analysis.unit_of(objective)
+    table = Table(
+        title=f"every point, best first (mean {objective}{f' in {unit}' if unit else ''}; "
+        "± and [ ]: 95% confidence intervals)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for key in keys:  # the last part of the key, wrapped at its underscores
+        table.add_column(key.split(".")[-1].replace("_", " "), justify="right")
+    for column in ["replicas", "mean ± CI", "P(meet) [CI]", f"{quantile_name} days", "status"]:
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("out at\nround", justify="right")
+    for row in doc["candidates"]:
+        table.add_row(
+            *(_fmt_value(row[k]) for k in keys),
+            f"{row['replicas']:,}",
+            mean_ci(row),
+            share(row),
+            _fmt(row["time_to_train_days_at_quantile"]),
+            row["status"],
+            "" if row["dropped_round"] is None else str(row["dropped_round"]),
+        )
+    console.print(table)
+    front = Table(
+        title=f"time-cost Pareto front ({quantile_name} time to train vs mean cost)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for key in keys:
+        front.add_column(key.split(".")[-1].replace("_", " "), justify="right")
+    for column in [f"{quantile_name} days", "mean cost", "P(meet)", "status"]:
+        front.add_column(column, justify="right")
+    for row in doc["pareto"]:
+        front.add_row(
+            *(_fmt_value(row[k]) for k in keys),
+            _fmt(row["time_to_train_days_at_quantile"]),
+            _fmt_metric("cost_usd", row["cost_usd_mean"]),
+            f"{row['p_meet']:.3f}",
+            row["status"],
+        )
+    console.print(front)
+    spent, full = doc["replicas_spent"], doc["replicas_full_grid"]
+    console.print(
+        f"replicas: the search ran {spent:,}; a full grid at the same precision would run "
+        f"{len(doc['candidates'])} points × {full // max(1, len(doc['candidates'])):,} = "
+        f"{full:,} ({spent / full:.0%}). Stopped after round {len(doc['rounds'])}: "
+        f"{doc['stop_reason']}."
+    )
+    if doc.get("run_dir"):
+        console.print(f"results: {doc['run_dir']}")
+
+
 @app.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
@@ -543,35 +781,57 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
     console.print(links)
 
 
-def _calc_rows(c: perf.Calculation) -> list[tuple[str, str]]:
-    return [
-        ("GPUs (data-parallel replicas)", f"{c.gpus:,} ({c.data_parallel_size})"),
-        ("FLOPs per token", f"{c.flops_per_token:.4g}"),
-        ("optimizer steps", f"{c.total_steps:,}"),
-        ("step time", f"{c.step_time_s:.3f} s"),
-        ("tokens/s", f"{c.tokens_per_s:,.0f}"),
-        ("MFU", f"{c.mfu:.3f}"),
-        ("effective TFLOPS per GPU", f"{c.effective_tflops_per_gpu:.1f}"),
-        ("ideal time to train", f"{c.ideal_days:.2f} days"),
-        ("checkpoint size", f"{c.checkpoint_GB:,.0f} GB"),
-        ("checkpoint write / load", f"{c.checkpoint_write_s:.1f} s / {c.checkpoint_load_s:.1f} s"),
-        (f"checkpoint blocks training ({c.checkpoint_mode})", f"{c.checkpoint_blocking_s:.2f} s"),
-        ("checkpoint storage (keep_last)", f"{c.checkpoint_storage_TB:.2f} TB"),
-        ("checkpoint interval", f"{c.interval_steps:,} steps = {c.interval_minutes:.1f} min"),
-        (
-            "aggregate MTBF",
-            f"{c.aggregate_mtbf_hours:.1f} h ({c.failures_per_day:.2f} failures/day)",
-        ),
-        ("Young interval", f"{c.young_interval_minutes:.1f} min"),
-        ("Daly interval", f"{c.daly_interval_minutes:.1f} min"),
-        (
-            "Daly expected wall time",
-            f"{c.daly_expected_days:.2f} days (first-order, no detection/repair)",
-        ),
-        ("GPU-hours (job + spares, ideal)", f"{c.ideal_gpu_hours:,.0f}"),
-        ("cost (ideal)", f"${c.ideal_cost_usd:,.0f} at ${c.gpu_hour_usd:.2f}/GPU-hour"),
-        ("cost per 1B tokens", f"${c.cost_per_1B_tokens_usd:,.2f}"),
-    ]
+@app.command(name="compare")
+@click.argument("run_a", type=click.Path(path_type=Path))
+@click.argument("run_b", type=click.Path(path_type=Path))
+@click.option(
+    "--point-a",
+    type=click.IntRange(min=0),
+    metavar="I",
+    help="Compare only sweep point I of RUN_A (the `point` of its summary).",
+)
+@click.option("--point-b", type=click.IntRange(min=0), metavar="J", help="The same for RUN_B.")
+@click.option(
+    "--figure",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="Where to write the time-to-train figure [RUN_B/compare.png].",
+)
+@click.option("--no-figure", is_flag=True, help="Write no figure.")
+@json_option
+def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, as_json) -> None:
+    """Two runs side by side: every metric's mean in A and B, B − A with a 95% CI, which is
+    better. Paired by replica when both share seed and replica ids, else Welch's t.
+
+    Sweep points are matched by their swept values (one run with one point: against each
+    point of the other); --point-a/--point-b pick one point of each.
+    """
+    if no_figure and figure is not None:
+        raise click.UsageError("give --figure PATH or --no-figure, not both")
+    result = compare.compare_runs(run_a, run_b, point_a, point_b)
+    written = None if no_figure else compare.write_figure(result, figure)
+    if as_json:
+        print(json.dumps(compare.to_json(result, written), default=_json_default))
+        return
+    console = _console()
+    for item in compare.tables(result):
+        console.print(item)
+    if written is not None:
+        console.print(f"figure: {written}")
+
+
+@app.command(name="report")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="Where to write the HTML [RUN_DIR/report.html].",
+)
+def report_command(run_dir, out) -> None:
+    """One self-contained HTML page of a run: the scenario in words, the calculator, the
+    summaries, every figure, cost, downtime and failures, plan results, provenance."""
+    print(f"report: {run_report.write_report(run_dir, out)}")
 
 
 def _finite(value):
@@ -739,10 +999,11 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 100 else f"{value:.1f}"
 
 
-def main() -> None:
-    """Entry point: maps bad input to exit 2 and internal errors to exit 1, never a traceback."""
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: maps bad input to exit 2 and internal errors to exit 1, never a traceback.
+    `argv` (default: the command line) lets tests run a command in-process."""
     try:
-        code = app.main(standalone_mode=False, prog_name="trainsim")
+        code = app.main(args=argv, standalone_mode=False, prog_name="trainsim")
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

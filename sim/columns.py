@@ -28,6 +28,20 @@ DOWNTIME_COLUMNS = tuple(f"{part}_hours" for part in DOWNTIME_PARTS)
 COST_PARTS = (*TIME_BUCKETS, "idle_spares")
 COST_COLUMNS = tuple(f"cost_{part}_usd" for part in COST_PARTS)
 
+# The metrics a run's summary table shows (`trainsim run`, the report), with their labels.
+SUMMARY_METRICS = [
+    ("time_to_train_days", "time to train (days)"),
+    ("wall_hours", "wall (hours)"),
+    ("lost_work_hours", "lost work (hours)"),
+    ("checkpoint_stall_hours", "checkpoint stall (hours)"),
+    ("downtime_hours", "downtime (hours)"),
+    ("slowdown_hours", "slowdown (hours)"),
+    ("goodput", "goodput"),
+    ("effective_mfu", "effective MFU"),
+    ("failures", "failures"),
+    ("cost_usd", "cost (USD)"),
+]
+
 # Metrics where more is better; every other metric (times, costs, counts) is minimised.
 MAXIMIZED = frozenset({"goodput", "effective_mfu", "finished_fraction"})
 

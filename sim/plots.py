@@ -1,121 +1,504 @@
 """Figures from replica and summary tables (matplotlib, object API, no global state).
 
-Each function returns a `Figure`; `write_figures` saves the standard set of a
-run. Nothing here imports simpy.
+Each function returns a `Figure` meant to answer its question at a glance: legends
+sit outside the data, units are in the labels, the best sweep point is marked.
+`write_figures` saves the standard set of a run. Nothing here imports simpy.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter
+
+from sim.columns import COST_PARTS, DOWNTIME_PARTS, TIME_BUCKETS, better_direction, unit_of
+
+CHAR_PT = 5.5  # rough width of a character of the "small" font, in points
 
 CDF_POINTS = 4000  # steps drawn per CDF: enough for any screen, whatever the replica count
 
-BREAKDOWN = [
-    ("ideal_hours", "ideal compute", "#4c72b0"),
-    ("slowdown_hours", "slowdown", "#dd8452"),
-    ("lost_work_hours", "lost work", "#c44e52"),
-    ("checkpoint_stall_hours", "checkpoint stall", "#8172b3"),
-    ("downtime_hours", "downtime", "#937860"),
+# Young and Daly closer than this (relative) are drawn as one mark: two lines a few
+# pixels apart read as a rendering glitch, not as two theories
+MARKS_COINCIDE = 0.05
+
+# swept values spanning more than this ratio get a log x axis
+LOG_SPAN = 8.0
+
+# (label, colour) of each time bucket; the cost figure reuses them for the cost of each
+BUCKET_STYLE = {
+    "ideal": ("ideal compute", "#4c72b0"),
+    "slowdown": ("slowdown", "#dd8452"),
+    "lost_work": ("lost work", "#c44e52"),
+    "checkpoint_stall": ("checkpoint stall", "#8172b3"),
+    "downtime": ("downtime", "#937860"),
+    "idle_spares": ("spares and pool nodes beyond the job", "#9a9a9a"),
+}
+BREAKDOWN = [(f"{bucket}_hours", *BUCKET_STYLE[bucket]) for bucket in TIME_BUCKETS]
+COST_BREAKDOWN = [(f"cost_{part}_usd", *BUCKET_STYLE[part]) for part in COST_PARTS]
+
+# downtime parts: readable names; a part added to the engine later gets its own name spelled out
+DOWNTIME_NAMES = {
+    "detect": "detection",
+    "node_wait": "waiting for nodes",
+    "restart": "restart (launch)",
+    "checkpoint_load": "checkpoint load",
+    "rescale": "elastic rescale",
+    "storage_wait": "checkpoint tier down",
+    "maintenance": "maintenance",
+    "health_check": "health checks",
+    "human_wait": "waiting for on-call",
+}
+_PALETTE = colormaps["tab20"].colors[::2] + colormaps["tab20"].colors[1::2]
+DOWNTIME_SPLIT = [
+    (f"{part}_hours", DOWNTIME_NAMES.get(part, part.replace("_", " ")), _PALETTE[i])
+    for i, part in enumerate(DOWNTIME_PARTS)
 ]
 
+# the metrics a one-key sweep draws as curves, and a two-key sweep as heatmaps
+SWEEP_METRICS = ["time_to_train_days", "goodput", "cost_usd", "lost_work_hours"]
+HEATMAP_METRICS = ["time_to_train_days", "goodput", "cost_usd"]
 
-def _point_labels(table: pd.DataFrame, swept_keys: list[str]) -> dict[int, str]:
-    labels = {}
-    for point, group in table.groupby("point", sort=True):
-        if swept_keys:
-            labels[point] = ", ".join(f"{k.split('.')[-1]}={group[k].iloc[0]}" for k in swept_keys)
-        else:
-            labels[point] = str(group["scenario"].iloc[0])
-    return labels
+# the replica-table columns `write_figures` reads (besides the swept keys and, without a
+# sweep, `scenario`): a caller can read just these from disk
+TABLE_COLUMNS = list(
+    dict.fromkeys(
+        [
+            "point",
+            "finished",
+            "time_to_train_days",
+            "lost_work_hours",
+            *(column for column, _, _ in BREAKDOWN),
+            *(column for column, _, _ in DOWNTIME_SPLIT),
+            "cost_usd",
+            *(column for column, _, _ in COST_BREAKDOWN),
+        ]
+    )
+)
+
+
+# ---------------------------------------------------------------------------- labels
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, float | np.floating):
+        return f"{value:g}"
+    return str(value.item() if isinstance(value, np.generic) else value)
+
+
+def _short(key: str) -> str:
+    return key.split(".")[-1]
+
+
+def _point_params(table: pd.DataFrame, swept_keys: list[str]) -> pd.DataFrame:
+    """One row per point (sorted): its swept values, or its scenario without a sweep."""
+    columns = swept_keys or (["scenario"] if "scenario" in table else [])
+    if not columns:
+        return pd.DataFrame(index=pd.Index(sorted(table["point"].unique()), name="point"))
+    return table.groupby("point", sort=True, observed=True)[columns].first()
+
+
+def _series_labels(table: pd.DataFrame, swept_keys: list[str]) -> dict[int, str]:
+    """Legend text per point: `interval_steps=500, spare_nodes=8`, or the scenario's name."""
+    params = _point_params(table, swept_keys)
+    if swept_keys:
+        return {
+            point: ", ".join(f"{_short(k)}={_value_text(row[k])}" for k in swept_keys)
+            for point, row in params.iterrows()
+        }
+    if "scenario" in params:
+        return {point: str(row["scenario"]) for point, row in params.iterrows()}
+    return {point: f"point {point}" for point in params.index}
+
+
+def _point_ticks(table: pd.DataFrame, swept_keys: list[str]) -> tuple[dict[int, str], str]:
+    """Tick text per point (the swept values only) and the axis label naming the keys."""
+    if not swept_keys:
+        return _series_labels(table, swept_keys), ""
+    params = _point_params(table, swept_keys)
+    ticks = {
+        point: ", ".join(_value_text(row[k]) for k in swept_keys)
+        for point, row in params.iterrows()
+    }
+    return ticks, ", ".join(swept_keys)
+
+
+def _set_point_ticks(ax: Axes, x: np.ndarray, ticks: list[str], axis_label: str) -> None:
+    crowded = len(ticks) > 6 or sum(len(t) for t in ticks) > 48
+    ax.set_xticks(
+        x,
+        ticks,
+        fontsize="small",
+        rotation=40 if crowded else 0,
+        ha="right" if crowded else "center",
+        rotation_mode="anchor",
+    )
+    ax.set_xlabel(axis_label)
+
+
+def _series_style(index: int, count: int) -> tuple[Any, str]:
+    """Colour and line style of series `index` of `count`: distinct for up to 20 series
+    (tab10, then tab20 when 10 would repeat), then the colours again with dashes."""
+    palette = _PALETTE[:10] if count <= 10 else _PALETTE
+    return palette[index % len(palette)], ("-", "--", ":")[(index // len(palette)) % 3]
+
+
+def _legend_below(fig: Figure, handles: Sequence[Any], labels: Sequence[str], **kwargs) -> Any:
+    """A figure legend under the axes: it never hides data, whatever the bars' heights."""
+    return fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncols=min(len(labels), kwargs.pop("ncols", 4)) or 1,
+        fontsize="small",
+        frameon=False,
+        **kwargs,
+    )
+
+
+def _key_unit(key: str) -> str:
+    """The unit a swept key's name carries, for marks drawn in its units."""
+    for suffix, unit in (
+        ("_steps", "steps"),
+        ("_minutes", "min"),
+        ("_hours", "h"),
+        ("_days", "d"),
+    ):
+        if key.endswith(suffix):
+            return unit
+    return ""
+
+
+def _amount(value: float, unit: str) -> str:
+    if unit == "steps":
+        return f"{value:,.0f} steps"
+    return f"{value:.3g} {unit}".rstrip()
+
+
+def usd(value: float) -> str:
+    """A dollar amount to four significant figures: $1.069M, $44.87k, $512."""
+    size = abs(value)
+    if size >= 1e6:
+        return f"${value / 1e6:,.4g}M"
+    if size >= 1e3:
+        return f"${value / 1e3:.4g}k"
+    return f"${value:,.0f}"
+
+
+def _usd_tick(value: float, _position: Any = None) -> str:
+    size = abs(value)
+    if size >= 1e6:
+        return f"${value / 1e6:g}M"
+    if size >= 1e3:
+        return f"${value / 1e3:g}k"
+    return f"${value:g}"
+
+
+def decimals_for(values: np.ndarray, digits: int = 4) -> int:
+    """Decimals giving the largest of `values` `digits` significant figures, the same for
+    all (16.32 and 40.12 days; 0.9848 goodput), so that neighbours' differences show."""
+    finite = np.abs(values[np.isfinite(values)])
+    largest = float(finite.max()) if finite.size else 0.0
+    if largest == 0.0:
+        return 2
+    return int(min(6, max(0, digits - 1 - math.floor(math.log10(largest)))))
+
+
+def metric_text(value: float, metric: str, decimals: int) -> str:
+    """How a figure writes a metric's value (a heatmap cell, the best sweep point)."""
+    if not math.isfinite(value):
+        return "–"
+    if unit_of(metric) == "USD":
+        return usd(value)
+    return f"{value:.{decimals}f}"
+
+
+def _metric_label(metric: str) -> str:
+    """`mean time to train (days)` for time_to_train_days: the unit once, in brackets."""
+    unit = unit_of(metric)
+    name = metric
+    for suffix in ("_days", "_hours", "_usd", "_TB", "_GB"):
+        name = name.removesuffix(suffix)
+    return f"mean {name.replace('_', ' ')}" + (f" ({unit})" if unit else "")
+
+
+# ---------------------------------------------------------------------------- distributions
 
 
 def time_to_train_cdf(table: pd.DataFrame, swept_keys: list[str] | None = None) -> Figure:
-    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    """Share of replicas finished by each time (unfinished ones keep the curve below 1),
+    with p50 and p95 of the finished replicas marked, and the replica counts stated."""
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.add_subplot()
-    labels = _point_labels(table, swept_keys or [])
-    for point, group in table.groupby("point", sort=True):
-        days = np.sort(group["time_to_train_days"].dropna().to_numpy())
+    swept_keys = swept_keys or []
+    labels = _series_labels(table, swept_keys)
+    groups = list(table.groupby("point", sort=True))
+    single = len(groups) == 1
+    finished = table["time_to_train_days"].notna()
+    finished_total, total = int(finished.sum()), len(table)
+    # per-point counts only where they say something the title does not
+    counts = not single and finished_total < total
+    ideal: dict[int, float] = {}
+    for index, (point, group) in enumerate(groups):
+        days = np.sort(group["time_to_train_days"].dropna().to_numpy(dtype=float))
+        label = f"{labels[point]} ({days.size}/{len(group)} finished)" if counts else labels[point]
         if days.size == 0:
+            ax.plot([], [], color="lightgrey", label=label)
             continue
-        # unfinished replicas keep the CDF below 1: they never reach the end
+        ideal[point] = float(group.loc[group["time_to_train_days"].notna(), "ideal_hours"].iloc[0])
         share = np.arange(1, days.size + 1) / len(group)
+        p50, p95 = np.percentile(days, [50, 95])  # as summary.csv: finished replicas, linear
+        x, y = days, share
         if days.size > CDF_POINTS:  # past a few thousand steps a line looks the same
             keep = np.unique(np.linspace(0, days.size - 1, CDF_POINTS).astype(int))
-            days, share = days[keep], share[keep]
-        ax.step(days, share, where="post", label=labels[point])
-    finished = table[table["finished"]]
-    if len(finished):
-        ideal_days = finished["ideal_hours"].iloc[0] / 24.0
-        ax.axvline(ideal_days, color="grey", linestyle="--", label=f"ideal {ideal_days:.2f} d")
-        ax.legend(fontsize="small")
+            x, y = days[keep], share[keep]
+        colour, style = _series_style(index, len(groups))
+        ax.step(x, y, where="post", label=label, color=colour, linestyle=style)
+        if single:
+            ax.axvline(p50, color=colour, linestyle=":", label=f"p50 {p50:.2f} d", gid="p50")
+            ax.axvline(p95, color=colour, linestyle="-.", label=f"p95 {p95:.2f} d", gid="p95")
+        else:
+            for name, value, marker in (("p50", p50, "o"), ("p95", p95, "^")):
+                reached = np.searchsorted(days, value, side="right") / len(group)
+                ax.plot(
+                    [value],
+                    [reached],
+                    marker=marker,
+                    color=colour,
+                    linestyle="none",
+                    markeredgecolor="black",
+                    gid=f"{name}:{point}",
+                )
+    if not single and finished_total:
+        for name, marker in (("p50", "o"), ("p95", "^")):
+            ax.plot(
+                [],
+                [],
+                marker=marker,
+                color="white",
+                markeredgecolor="black",
+                linestyle="none",
+                label=f"{name} (of finished)",
+            )
+    ideal_days = sorted({round(v / 24.0, 9) for v in ideal.values()})
+    if len(ideal_days) == 1:
+        ax.axvline(
+            ideal_days[0], color="grey", linestyle="--", label=f"ideal {ideal_days[0]:.2f} d"
+        )
+    elif ideal_days:  # the ideal time differs by point: one grey tick per point
+        for value in ideal_days:
+            ax.axvline(value, color="grey", linestyle="--", linewidth=0.8)
+        ax.plot([], [], color="grey", linestyle="--", label="ideal (per point)")
+    if finished_total:
+        handles, texts = ax.get_legend_handles_labels()
+        _legend_below(fig, handles, texts, ncols=2 if len(texts) > 4 else 4)
     else:
         ax.text(
             0.5,
             0.5,
-            f"none of the {len(table)} replicas finished\nwithin simulation.horizon_days",
+            f"none of the {total} replicas finished\nwithin simulation.horizon_days",
             transform=ax.transAxes,
             ha="center",
             va="center",
         )
+        ax.set_xticks([])  # no times to show
+    where = "" if single else f" over {len(groups)} points"
+    ax.set_title(f"Time to train: {finished_total} of {total} replicas finished{where}")
     ax.set_xlabel("time to train (days)")
     ax.set_ylabel("share of replicas finished")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    ax.set_title("Time-to-train distribution")
     return fig
 
 
 def lost_work_distribution(table: pd.DataFrame, swept_keys: list[str] | None = None) -> Figure:
-    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    fig = Figure(figsize=(7.5, 4.5), layout="constrained")
     ax = fig.add_subplot()
-    labels = _point_labels(table, swept_keys or [])
+    swept_keys = swept_keys or []
+    labels = _series_labels(table, swept_keys)
     groups = [
-        (labels[p], g["lost_work_hours"].dropna()) for p, g in table.groupby("point", sort=True)
+        (point, g["lost_work_hours"].dropna()) for point, g in table.groupby("point", sort=True)
     ]
     if len(groups) <= 3:
-        for label, values in groups:
-            ax.hist(values, bins=40, alpha=0.6, label=label)
+        for point, values in groups:
+            ax.hist(values, bins=40, alpha=0.6, label=labels[point])
         ax.set_xlabel("lost work per run (hours)")
         ax.set_ylabel("replicas")
         if len(groups) > 1:
-            ax.legend(fontsize="small")
+            _legend_below(fig, *ax.get_legend_handles_labels())
     else:
-        ax.boxplot([v.to_numpy() for _, v in groups], tick_labels=[lbl for lbl, _ in groups])
+        ticks, axis_label = _point_ticks(table, swept_keys)
+        x = np.arange(1, len(groups) + 1)
+        ax.boxplot([v.to_numpy() for _, v in groups], positions=x)
+        _set_point_ticks(ax, x, [ticks[p] for p, _ in groups], axis_label)
         ax.set_ylabel("lost work per run (hours)")
-        ax.tick_params(axis="x", labelrotation=30, labelsize="small")
     ax.grid(alpha=0.3)
     ax.set_title("Lost work (rolled-back compute and aborted writes)")
     return fig
 
 
+# ---------------------------------------------------------------------------- breakdowns
+
+
+def _stacked_bars(
+    ax: Axes,
+    means: pd.DataFrame,
+    parts: list[tuple[str, str, str]],
+    scale: float = 1.0,
+) -> np.ndarray:
+    """Bars of the parts' means stacked per point; returns the tops."""
+    x = np.arange(len(means))
+    bottom = np.zeros(len(means))
+    for column, name, colour in parts:
+        values = means[column].to_numpy(dtype=float) / scale
+        ax.bar(x, values, bottom=bottom, label=name, color=colour, gid=column)
+        bottom += values
+    return bottom
+
+
+def _totals_on_bars(ax: Axes, tops: np.ndarray, texts: list[str]) -> None:
+    """Each bar's total above it; upright while they fit side by side, else turned. The
+    y axis gets the headroom the texts need (margins would not: a zero-height top part
+    makes the bar's top a sticky edge)."""
+    position, figure = ax.get_position(), ax.get_figure()
+    assert figure is not None
+    width_pt = position.width * figure.get_figwidth() * 72
+    longest_pt = (max(map(len, texts), default=0) + 1) * CHAR_PT
+    upright = len(texts) * longest_pt <= width_pt
+    for x, (top, text) in enumerate(zip(tops, texts, strict=True)):
+        ax.text(
+            x,
+            top,
+            text,
+            ha="center",
+            va="bottom",
+            fontsize="small",
+            rotation=0 if upright else 90,
+            gid="total",
+        )
+    highest = float(np.max(tops, initial=0.0))
+    if highest > 0:
+        height_pt = position.height * figure.get_figheight() * 72
+        text_pt = 3.5 * CHAR_PT if upright else longest_pt
+        ax.set_ylim(0, highest * (1 + 1.3 * text_pt / max(height_pt - text_pt, text_pt)))
+
+
+def _bars_figsize(points: int, base_width: float) -> tuple[float, float]:
+    """Wider for many points, so that each bar keeps room for its tick text."""
+    return (base_width + 0.45 * max(0, points - 6), 4.8)
+
+
 def wall_time_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None) -> Figure:
     """Mean wall time stacked by where it went; the right panel zooms into the overheads."""
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    fig = Figure(figsize=_bars_figsize(table["point"].nunique(), 11), layout="constrained")
     whole, overheads = fig.subplots(1, 2, width_ratios=[1, 2])
-    labels = _point_labels(table, swept_keys or [])
+    swept_keys = swept_keys or []
+    ticks, axis_label = _point_ticks(table, swept_keys)
     means = table.groupby("point", sort=True)[[c for c, _, _ in BREAKDOWN]].mean()
     x = np.arange(len(means))
-    ticks = [labels[p] for p in means.index]
     for ax, parts, scale, unit in [
         (whole, BREAKDOWN, 24.0, "days"),
         (overheads, BREAKDOWN[1:], 1.0, "hours"),
     ]:
-        bottom = np.zeros(len(means))
-        for column, name, colour in parts:
-            values = means[column].to_numpy() / scale
-            ax.bar(x, values, bottom=bottom, label=name, color=colour)
-            bottom += values
-        ax.set_xticks(x, ticks, rotation=30 if len(x) > 3 else 0, fontsize="small")
+        tops = _stacked_bars(ax, means, parts, scale)
+        _totals_on_bars(ax, tops, [f"{t:.3g} {unit[0]}" for t in tops])
+        _set_point_ticks(ax, x, [ticks[p] for p in means.index], axis_label)
         ax.set_ylabel(f"mean ({unit})")
         ax.grid(alpha=0.3, axis="y")
-    whole.set_title("Wall time")
-    overheads.set_title("Overheads beyond ideal compute")
-    overheads.legend(fontsize="small")
+    whole.set_title("Wall time (days)")
+    overheads.set_title("Overheads beyond ideal compute (hours)")
+    _legend_below(fig, *whole.get_legend_handles_labels(), ncols=5)
     return fig
+
+
+def downtime_split(table: pd.DataFrame, swept_keys: list[str] | None = None) -> Figure:
+    """Mean downtime per run stacked by its cause (the parts sum to downtime_hours)."""
+    fig = Figure(figsize=_bars_figsize(table["point"].nunique(), 9), layout="constrained")
+    ax = fig.add_subplot()
+    swept_keys = swept_keys or []
+    ticks, axis_label = _point_ticks(table, swept_keys)
+    means = table.groupby("point", sort=True)[
+        [c for c, _, _ in DOWNTIME_SPLIT] + ["downtime_hours"]
+    ].mean()
+    drawn = [part for part in DOWNTIME_SPLIT if means[part[0]].abs().max() > 0]
+    absent = [name for column, name, _ in DOWNTIME_SPLIT if not means[column].abs().max() > 0]
+    tops = _stacked_bars(ax, means, drawn)
+    totals = means["downtime_hours"].to_numpy(dtype=float)
+    _totals_on_bars(ax, np.maximum(tops, totals), [f"{t:.3g} h" for t in totals])
+    x = np.arange(len(means))
+    _set_point_ticks(ax, x, [ticks[p] for p in means.index], axis_label)
+    ax.set_ylabel("mean downtime per run (hours)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.set_title("Downtime by cause")
+    if drawn:
+        handles, labels = ax.get_legend_handles_labels()
+        title = f"none in this run: {', '.join(absent)}" if absent else None
+        _legend_below(fig, handles, labels, title=title, title_fontsize="small")
+    else:
+        ax.text(
+            0.5, 0.5, "no downtime in any replica", transform=ax.transAxes, ha="center", va="center"
+        )
+    return fig
+
+
+def cost_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None) -> Figure:
+    """Mean cost per run stacked by what it paid for, with the total printed; the right
+    panel zooms into what the run paid beyond the ideal compute."""
+    fig = Figure(figsize=_bars_figsize(table["point"].nunique(), 11), layout="constrained")
+    whole, beyond = fig.subplots(1, 2, width_ratios=[1, 2])
+    swept_keys = swept_keys or []
+    ticks, axis_label = _point_ticks(table, swept_keys)
+    means = table.groupby("point", sort=True)[
+        [c for c, _, _ in COST_BREAKDOWN] + ["cost_usd"]
+    ].mean()
+    x = np.arange(len(means))
+    bill = means["cost_usd"].to_numpy(dtype=float)  # printed as billed, not as the parts' sum
+    for ax, parts in [(whole, COST_BREAKDOWN), (beyond, COST_BREAKDOWN[1:])]:
+        tops = _stacked_bars(ax, means, parts)
+        totals = bill if ax is whole else tops
+        _totals_on_bars(ax, np.maximum(tops, totals), [usd(t) for t in totals])
+        _set_point_ticks(ax, x, [ticks[p] for p in means.index], axis_label)
+        ax.yaxis.set_major_formatter(FuncFormatter(_usd_tick))
+        ax.set_ylabel("mean cost per run (USD)")
+        ax.grid(alpha=0.3, axis="y")
+    whole.set_title("Cost per run")
+    beyond.set_title("Cost beyond ideal compute")
+    _legend_below(fig, *whole.get_legend_handles_labels(), ncols=3)
+    return fig
+
+
+# ---------------------------------------------------------------------------- sweeps
+
+
+def theory_marks(marks: dict[str, float] | None, key: str) -> list[tuple[str, float, str]]:
+    """(label, value, line style) of each interval mark; Young and Daly within
+    `MARKS_COINCIDE` of each other become one mark, at Daly's value."""
+    marks = dict(marks or {})
+    unit = _key_unit(key)
+    young, daly = marks.get("Young"), marks.get("Daly")
+    if (
+        young is not None
+        and daly is not None
+        and abs(young - daly) <= MARKS_COINCIDE * max(abs(young), abs(daly))
+    ):
+        del marks["Young"], marks["Daly"]
+        lines = [(f"Young ≈ Daly: {_amount(daly, unit)}", daly, "--")]
+    else:
+        lines = []
+    styles = {"Young": ":", "Daly": "--"}
+    lines += [
+        (f"{name}: {_amount(value, unit)}", value, styles.get(name, "-."))
+        for name, value in marks.items()
+    ]
+    return lines
 
 
 def sweep_curve(
@@ -125,27 +508,115 @@ def sweep_curve(
     marks: dict[str, float] | None = None,
     ylabel: str | None = None,
 ) -> Figure:
-    """A metric's mean against a swept value, with a 95% confidence band and theory marks."""
-    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    """A metric's mean against a swept value, with a 95% confidence band, the best value
+    (per `better_direction`) starred, and Young's and Daly's intervals marked."""
+    fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.add_subplot()
     rows = summary[summary["metric"] == metric].sort_values(key)
     x = rows[key].to_numpy(dtype=float)
-    mean = rows["mean"].to_numpy()
-    half = 1.96 * rows["sem"].to_numpy()
+    mean = rows["mean"].to_numpy(dtype=float)
+    half = 1.96 * rows["sem"].to_numpy(dtype=float)
     ax.plot(x, mean, marker="o", label="mean")
-    ax.fill_between(x, mean - half, mean + half, alpha=0.25, label="95% CI")
-    styles = {"Young": ":", "Daly": "--"}
-    for name, value in (marks or {}).items():
-        ax.axvline(
-            value, color="black", linestyle=styles.get(name, "-."), label=f"{name}: {value:.4g}"
+    ax.fill_between(x, mean - half, mean + half, alpha=0.25, label="95% CI of the mean")
+    for label, value, style in theory_marks(marks, key):
+        ax.axvline(value, color="black", linestyle=style, label=label, gid="theory")
+    if np.isfinite(mean).any():
+        direction = better_direction(metric)
+        best = int(np.nanargmax(mean) if direction == "max" else np.nanargmin(mean))
+        unit = _key_unit(key)
+        where = _amount(x[best], unit) if unit else _value_text(rows[key].iloc[best])
+        value = metric_text(mean[best], metric, decimals_for(mean))
+        if unit_of(metric) not in ("", "USD"):
+            value += f" {unit_of(metric)}"
+        ax.plot(
+            [x[best]],
+            [mean[best]],
+            marker="*",
+            markersize=16,
+            color="#e8a33d",
+            markeredgecolor="black",
+            linestyle="none",
+            zorder=5,
+            gid="best",
+            label=f"best ({'highest' if direction == 'max' else 'lowest'} mean): {where} → {value}",
         )
-    ax.set_xlabel(key)
-    ax.set_ylabel(ylabel or metric)
-    if np.all(x > 0) and x.max() / x.min() > 20:
+    if np.all(x > 0) and x.max() / x.min() > LOG_SPAN:
         ax.set_xscale("log")
+    if len(x) <= 12:  # the swept values themselves as ticks, not powers of ten
+        ax.set_xticks(x, [_value_text(v) for v in rows[key]], fontsize="small")
+        ax.minorticks_off()
+    ax.set_xlabel(key)
+    ax.set_ylabel(ylabel or _metric_label(metric))
+    if unit_of(metric) == "USD":
+        ax.yaxis.set_major_formatter(FuncFormatter(_usd_tick))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    handles, labels = ax.get_legend_handles_labels()
+    _legend_below(fig, handles, labels, ncols=3)
     return fig
+
+
+def sweep_heatmap(
+    summary: pd.DataFrame,
+    keys: Sequence[str],
+    metric: str,
+    label: str | None = None,
+) -> Figure:
+    """A metric's mean over a two-key sweep: `keys[0]` across, `keys[1]` down; each cell
+    says its value, the best cell (per `better_direction`) is outlined, and colours run
+    from worse (dark) to better (bright)."""
+    across, down = keys
+    rows = summary[summary["metric"] == metric]
+    grid = rows.set_index([down, across])["mean"].unstack(across).sort_index().sort_index(axis=1)
+    values = grid.to_numpy(dtype=float)
+    direction = better_direction(metric)
+    fig = Figure(
+        figsize=(max(6.0, 1.1 * grid.shape[1] + 3.0), max(3.8, 0.6 * grid.shape[0] + 2.5)),
+        layout="constrained",
+    )
+    ax = fig.add_subplot()
+    image = ax.imshow(values, cmap="viridis" if direction == "max" else "viridis_r", aspect="auto")
+    decimals = decimals_for(values)
+    for (i, j), value in np.ndenumerate(values):
+        r, g, b, _ = image.cmap(image.norm(value)) if math.isfinite(value) else (1, 1, 1, 1)
+        dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+        ax.text(
+            j,
+            i,
+            metric_text(value, metric, decimals),
+            ha="center",
+            va="center",
+            fontsize="small",
+            color="white" if dark else "black",
+            gid="cell",
+        )
+    title = label or _metric_label(metric)
+    if np.isfinite(values).any():
+        flat = int(np.nanargmax(values) if direction == "max" else np.nanargmin(values))
+        i, j = np.unravel_index(flat, values.shape)
+        ax.add_patch(
+            Rectangle(
+                (j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#d62728", linewidth=3, gid="best"
+            )
+        )
+        title += (
+            f"\nbest ({'highest' if direction == 'max' else 'lowest'}, outlined): "
+            f"{_short(across)}={_value_text(grid.columns[j])}, "
+            f"{_short(down)}={_value_text(grid.index[i])}"
+        )
+    ax.set_xticks(range(grid.shape[1]), [_value_text(v) for v in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [_value_text(v) for v in grid.index])
+    ax.set_xlabel(across)
+    ax.set_ylabel(down)
+    ax.set_title(title, fontsize="medium")
+    bar = fig.colorbar(image, ax=ax)
+    bar.set_label(_metric_label(metric))
+    if unit_of(metric) == "USD":
+        bar.formatter = FuncFormatter(_usd_tick)
+        bar.update_ticks()
+    return fig
+
+
+# ---------------------------------------------------------------------------- a run's set
 
 
 def write_figures(
@@ -155,27 +626,36 @@ def write_figures(
     swept_keys: list[str],
     marks: dict[str, dict[str, float]] | None = None,
 ) -> list[Path]:
-    """The standard figures of a run, as PNG files in `directory`."""
+    """The standard figures of a run, as PNG files in `directory`: distributions and
+    breakdowns per point; curves against a single swept key, heatmaps over two.
+    A table without the downtime or cost parts (an older run) skips their figures."""
     directory.mkdir(parents=True, exist_ok=True)
     ok = table[table["error"] == ""] if "error" in table else table
-    figures = {
-        "time_to_train_cdf.png": time_to_train_cdf(ok, swept_keys),
-        "lost_work.png": lost_work_distribution(ok, swept_keys),
-        "wall_time_breakdown.png": wall_time_breakdown(ok, swept_keys),
+    figures: dict[str, Callable[[], Figure]] = {
+        "time_to_train_cdf.png": lambda: time_to_train_cdf(ok, swept_keys),
+        "lost_work.png": lambda: lost_work_distribution(ok, swept_keys),
+        "wall_time_breakdown.png": lambda: wall_time_breakdown(ok, swept_keys),
     }
+    if all(column in ok for column, _, _ in DOWNTIME_SPLIT):
+        figures["downtime_split.png"] = lambda: downtime_split(ok, swept_keys)
+    if all(column in ok for column, _, _ in COST_BREAKDOWN):
+        figures["cost_breakdown.png"] = lambda: cost_breakdown(ok, swept_keys)
+    present = set(summary["metric"]) if "metric" in summary else set()
     numeric = [k for k in swept_keys if pd.api.types.is_numeric_dtype(ok[k])]
     if len(swept_keys) == 1 and numeric:
         key = numeric[0]
-        for metric, label in [
-            ("time_to_train_days", "mean time to train (days)"),
-            ("lost_work_hours", "mean lost work (hours)"),
-        ]:
-            figures[f"sweep_{metric}.png"] = sweep_curve(
-                summary, key, metric, (marks or {}).get(key), label
+        for metric in (m for m in SWEEP_METRICS if m in present):
+            figures[f"sweep_{metric}.png"] = lambda metric=metric: sweep_curve(
+                summary, key, metric, (marks or {}).get(key)
+            )
+    elif len(swept_keys) == 2:
+        for metric in (m for m in HEATMAP_METRICS if m in present):
+            figures[f"heatmap_{metric}.png"] = lambda metric=metric: sweep_heatmap(
+                summary, swept_keys, metric
             )
     paths = []
-    for name, fig in figures.items():
+    for name, build in figures.items():  # one figure in memory at a time
         path = directory / name
-        fig.savefig(path, dpi=110)
+        build().savefig(path, dpi=110)
         paths.append(path)
     return paths

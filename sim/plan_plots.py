@@ -1,0 +1,204 @@
+"""The figure of a plan (`trainsim plan`): time to train against cost for every point of
+the grid, the time-cost Pareto front, the deadline and the chosen configuration.
+
+It reads only the plan document (plan.json as a dict), so a notebook or a report can draw
+it from the file. Nothing here imports simpy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from matplotlib.figure import Figure
+from matplotlib.ticker import StrMethodFormatter
+
+# status -> (label, marker, colour, size); drawn in this order, the chosen point on top
+STYLES = {
+    "infeasible": ("infeasible (misses the deadline)", "X", "#c44e52", 46),
+    "dominated": ("dominated (feasible, worse {objective})", "s", "#8c8c8c", 34),
+    "feasible": ("feasible", "o", "#55a868", 42),
+    "chosen": ("chosen", "*", "#f2b701", 320),
+}
+NEIGHBOURS = 0.02  # labels of points closer than this share of the plot's span are joined
+
+
+def short_label(candidate: dict[str, Any], keys: list[str]) -> str:
+    """The varied values of a point, slash-separated in the order of the keys."""
+    return "/".join(_value(candidate.get(k)) for k in keys)
+
+
+def pareto_figure(doc: dict[str, Any]) -> Figure:
+    """Every point at (time to train at the plan's quantile, mean cost), marked by status;
+    the Pareto front joined by a line and labelled; the deadline as a vertical line with
+    the side that misses it shaded; the chosen point starred (the legend names it); the legend outside
+    the axes, so that it never hides a point. When a few points lie far away (no spares:
+    weeks of waiting for repairs), a second panel zooms in on the deadline and the front."""
+    keys = list(doc.get("varied_keys") or [])
+    quantile = doc["quantile"]
+    drawn = [
+        c
+        for c in doc["candidates"]
+        if _finite(c.get("time_to_train_days_at_quantile")) and _finite(c.get("cost_usd_mean"))
+    ]
+    window = _zoom_window(doc, drawn)
+    fig = Figure(figsize=(13.5 if window else 9.5, 5.2), layout="constrained")
+    if window is None:
+        panels = [fig.add_subplot()]
+    else:
+        panels = list(fig.subplots(1, 2, width_ratios=[1, 1.5]))
+    for ax in panels:
+        _draw(ax, doc, drawn)
+    ax = panels[-1]
+    if window is not None:
+        (x0, x1), (y0, y1) = window
+        panels[0].set_title("every point", loc="left", fontsize="small")
+        panels[0].indicate_inset([x0, y0, x1 - x0, y1 - y0], edgecolor="black", alpha=0.6)
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
+        ax.set_title(
+            "near the deadline and the front (the box on the left)", loc="left", fontsize="small"
+        )
+    _label(ax, doc.get("pareto") or [], doc.get("chosen"), keys)
+    missing = len(doc["candidates"]) - len(drawn)
+    if missing:
+        ax.text(
+            0.99,
+            0.01,
+            f"{missing} point(s) not drawn: fewer than {quantile:.0%} of their replicas finished",
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize="x-small",
+        )
+    title = f"{doc.get('scenario', '')}: time to train vs cost of {len(doc['candidates'])} points"
+    if keys:
+        title += "  (point labels: " + " / ".join(keys) + ")"
+    fig.suptitle(title, x=0.01, ha="left", fontsize="medium")
+    handles, labels = panels[-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize="small", frameon=False)
+    return fig
+
+
+def _draw(ax: Any, doc: dict[str, Any], drawn: list[dict]) -> None:
+    """One panel: the points by status, the front, the deadline and the axes' labels."""
+    deadline, quantile = doc["deadline_days"], doc["quantile"]
+    keys = list(doc.get("varied_keys") or [])
+    for status, (label, marker, colour, size) in STYLES.items():
+        group = [c for c in drawn if c["status"] == status]
+        if not group:
+            continue
+        label = label.format(objective=doc.get("objective", "objective"))
+        label += f": {short_label(group[0], keys)}" if status == "chosen" else f": {len(group)}"
+        ax.scatter(
+            [c["time_to_train_days_at_quantile"] for c in group],
+            [c["cost_usd_mean"] for c in group],
+            marker=marker,
+            s=size,
+            color=colour,
+            edgecolors="black" if status == "chosen" else "none",
+            linewidths=0.8,
+            alpha=1.0 if status in ("chosen", "feasible") else 0.75,
+            label=label,
+            zorder=4 if status == "chosen" else 3,
+        )
+    front = doc.get("pareto") or []
+    if front:
+        ax.plot(
+            [p["time_to_train_days_at_quantile"] for p in front],
+            [p["cost_usd_mean"] for p in front],
+            color="black",
+            linewidth=1.0,
+            marker="o",
+            markersize=11,
+            markerfacecolor="none",
+            label=f"Pareto front (time, cost): {len(front)}",
+            zorder=2,
+        )
+    ax.axvline(
+        deadline,
+        color="#c44e52",
+        linestyle="--",
+        linewidth=1.2,
+        label=f"deadline {deadline:g} days",
+    )
+    ax.margins(x=0.05, y=0.1)
+    left, right = ax.get_xlim()
+    ax.axvspan(deadline, max(right, deadline) + (right - left), color="#c44e52", alpha=0.05, lw=0)
+    ax.set_xlim(left, right)
+    ax.set_xlabel(f"time to train, {_quantile_name(quantile)} over replicas (days)")
+    ax.set_ylabel("mean cost (USD)")
+    ax.yaxis.set_major_formatter(StrMethodFormatter("${x:,.0f}"))
+    ax.grid(alpha=0.3)
+
+
+def _zoom_window(
+    doc: dict[str, Any], drawn: list[dict]
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """x and y limits around the deadline, the front and the chosen point, or None when
+    such a window would show nearly everything anyway."""
+    if len(drawn) < 2:
+        return None
+    xs = [c["time_to_train_days_at_quantile"] for c in drawn]
+    ys = [c["cost_usd_mean"] for c in drawn]
+    core = [p["time_to_train_days_at_quantile"] for p in doc.get("pareto") or []]
+    core.append(doc["deadline_days"])
+    low, high = min(min(core), min(xs)), max(core)
+    pad = 0.3 * max(high - low, 0.05 * high)
+    x0, x1 = low - 0.3 * pad, high + pad
+    inside = [y for x, y in zip(xs, ys) if x0 <= x <= x1]
+    if not inside or len(inside) == len(drawn):
+        return None
+    y_pad = 0.12 * max(max(inside) - min(inside), 0.005 * max(inside))
+    y0, y1 = min(inside) - y_pad, max(inside) + y_pad
+    if (x1 - x0) > 0.5 * (max(xs) - min(xs)) and (y1 - y0) > 0.5 * (max(ys) - min(ys)):
+        return None  # the window would not make the crowded part much larger
+    return (x0, x1), (y0, y1)
+
+
+def _label(ax: Any, front: list[dict], chosen: dict | None, keys: list[str]) -> None:
+    """Name the front's points but the chosen one (the legend names it); labels of points
+    close together on this panel are joined into one."""
+    others = [p for p in front if chosen is None or p["point"] != chosen["point"]]
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for group in _neighbours(others, x1 - x0, y1 - y0):
+        ax.annotate(
+            "\n".join(short_label(p, keys) for p in group),
+            (group[0]["time_to_train_days_at_quantile"], group[0]["cost_usd_mean"]),
+            xytext=(7, 5),
+            textcoords="offset points",
+            fontsize="x-small",
+            color="#333333",
+            va="bottom",
+        )
+
+
+def _neighbours(points: list[dict], span_x: float, span_y: float) -> list[list[dict]]:
+    """The points grouped with the first earlier point within NEIGHBOURS of the spans."""
+    span_x, span_y = span_x or 1.0, span_y or 1.0
+    groups: list[list[dict]] = []
+    for p in points:
+        x, y = p["time_to_train_days_at_quantile"], p["cost_usd_mean"]
+        for group in groups:
+            gx, gy = group[0]["time_to_train_days_at_quantile"], group[0]["cost_usd_mean"]
+            if abs(gx - x) / span_x < NEIGHBOURS and abs(gy - y) / span_y < NEIGHBOURS:
+                group.append(p)
+                break
+        else:
+            groups.append([p])
+    return groups
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _quantile_name(quantile: float) -> str:
+    percent = quantile * 100
+    return f"p{percent:g}" if percent == round(percent, 2) else f"the {quantile:g} quantile"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)

@@ -1,0 +1,690 @@
+"""Planning under a deadline: the configuration of a grid that minimises (or maximises) an
+objective subject to P(time to train <= deadline) >= quantile, found by racing the points.
+
+Every point starts with a small batch of replicas; round by round the batch doubles for the
+points still in the race. A point leaves it when it is clearly infeasible (the upper 95%
+Wilson bound of its P(meet) is below the quantile) or clearly dominated (its paired
+difference to the best clearly feasible point has a 95% CI above zero). Replica r is the
+same at every point (common random numbers), which is what makes paired differences tight.
+`judge` is the elimination rule as a pure function; `race` runs the rounds on any evaluator;
+`plan` runs them on the Monte Carlo and writes a run directory with plan.json.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from sim import analysis, feasibility, plan_plots
+from sim.api import RunInterrupted, finalise
+from sim.montecarlo import Interrupted, default_workers
+from sim.montecarlo import run as run_montecarlo
+from sim.results import RunDir
+from sim.scenario import ScenarioError, ScenarioSet, load_scenario
+
+FIRST_REPLICAS = 32  # every point's first batch
+MAX_REPLICAS = 512  # a point never gets more
+PRECISION = 0.001  # points within ±0.1% of the incumbent's objective are as good as tied
+Z95 = 1.959963984540054  # two-sided 95%: each bound alone is one-sided 97.5%
+STATUSES = ("chosen", "feasible", "infeasible", "dominated")
+
+# What the race reads of each replica (the rest of the row goes to the run directory only).
+RACE_COLUMNS = ["point", "replica", "error", "finished", "time_to_train_days", "cost_usd"]
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (0, 1 when there is no trial). Unlike
+    the normal interval it stays inside [0, 1] and is not empty when every trial succeeds."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    z2 = z * z
+    denominator = 1.0 + z2 / n
+    center = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The replicas of one point run so far (error rows left out), in replica order."""
+
+    replicas: np.ndarray  # replica ids, ascending
+    met: np.ndarray  # bool: finished within the deadline
+    objective: np.ndarray  # float; NaN where a replica has no value (time of an unfinished one)
+
+    @property
+    def n(self) -> int:
+        return int(self.replicas.size)
+
+    @property
+    def p_meet(self) -> float:
+        return float(self.met.mean()) if self.n else math.nan
+
+    def p_meet_interval(self, z: float = Z95) -> tuple[float, float]:
+        return wilson_interval(int(self.met.sum()), self.n, z)
+
+    @property
+    def objective_mean(self) -> float:
+        values = self.objective[np.isfinite(self.objective)]
+        return float(values.mean()) if values.size else math.nan
+
+    def objective_ci(self) -> tuple[float, float]:
+        """95% t interval of the objective's mean (NaN with fewer than two values)."""
+        values = self.objective[np.isfinite(self.objective)]
+        if values.size < 2:
+            return math.nan, math.nan
+        mean = float(values.mean())
+        t = analysis.student_t_quantile(0.975, values.size - 1)
+        half = t * float(values.std(ddof=1)) / math.sqrt(values.size)
+        return mean - half, mean + half
+
+
+def samples_of(table: pd.DataFrame, deadline_days: float, objective: str) -> dict[int, Sample]:
+    """One Sample per point of a replica table (columns: point, replica, error, finished,
+    time_to_train_days and the objective). Unfinished replicas miss the deadline."""
+    ok = table[table["error"] == ""] if "error" in table else table
+    samples = {}
+    for point, rows in ok.groupby("point", sort=True):
+        rows = rows.sort_values("replica")
+        days = rows["time_to_train_days"].to_numpy(dtype=float, na_value=np.nan)
+        met = rows["finished"].to_numpy(dtype=bool) & (days <= deadline_days)
+        values = rows[objective].to_numpy(dtype=float, na_value=np.nan)
+        samples[int(point)] = Sample(rows["replica"].to_numpy(dtype=np.int64), met, values)
+    return samples
+
+
+def paired_difference(worse: Sample, best: Sample, direction: str) -> tuple[float, float, float]:
+    """How much worse `worse` is than `best` in the objective (positive: worse), with a 95%
+    t interval, pairing replica by replica over the replicas both have a value for (the
+    interval is NaN with fewer than two pairs)."""
+    _, i, j = np.intersect1d(worse.replicas, best.replicas, return_indices=True)
+    sign = -1.0 if direction == "max" else 1.0
+    x, y = sign * worse.objective[i], sign * best.objective[j]
+    keep = np.isfinite(x) & np.isfinite(y)
+    difference = analysis.paired_difference(y[keep], x[keep])  # mean(x - y)
+    return difference.estimate, difference.low, difference.high
+
+
+def quantile_days(sample_days: np.ndarray, finished: np.ndarray, q: float) -> float:
+    """The q-quantile of time to train with unfinished replicas never finishing (inf): an
+    order statistic (inverted CDF), so that P(meet) >= q exactly when it is <= the deadline."""
+    if sample_days.size == 0:
+        return math.nan
+    days = np.where(finished, sample_days, np.inf)
+    return float(np.quantile(days, q, method="inverted_cdf"))
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one round's evidence says about the points still in the race."""
+
+    infeasible: frozenset[int]  # the upper bound of P(meet) is below the quantile
+    dominated: frozenset[int]  # worse than the incumbent, paired 95% CI above zero
+    incumbent: int | None  # the clearly feasible point with the best objective mean
+    settled: bool  # every other point left is within ±precision of the incumbent
+
+
+def judge(
+    samples: Mapping[int, Sample],
+    quantile: float,
+    direction: str,
+    precision: float = PRECISION,
+    z: float = Z95,
+) -> Verdict:
+    """The elimination rule, a pure function of the points' samples so far.
+
+    A point is clearly feasible when the lower Wilson bound of its P(meet) is at least the
+    quantile, clearly infeasible when the upper bound is below it. The incumbent is the
+    clearly feasible point with the best objective mean; a point whose paired difference
+    to it has a CI entirely above zero (worse) is dominated. The race is settled when there
+    is an incumbent and every other point left has its paired difference known to lie
+    within ±precision × |incumbent mean| (nothing left to find at that precision).
+    """
+    sign = -1.0 if direction == "max" else 1.0
+    bounds = {p: s.p_meet_interval(z) for p, s in samples.items()}
+    infeasible = frozenset(p for p, (_, high) in bounds.items() if high < quantile)
+    feasible = [p for p, (low, _) in bounds.items() if low >= quantile]
+    scored = [p for p in feasible if math.isfinite(samples[p].objective_mean)]
+    if not scored:
+        return Verdict(infeasible, frozenset(), None, False)
+    incumbent = min(scored, key=lambda p: (sign * samples[p].objective_mean, p))
+    tolerance = precision * abs(samples[incumbent].objective_mean)
+    dominated, settled = set(), True
+    for point, sample in samples.items():
+        if point == incumbent or point in infeasible:
+            continue
+        _, low, high = paired_difference(sample, samples[incumbent], direction)
+        if low > 0:
+            dominated.add(point)
+        elif not (low >= -tolerance and high <= tolerance):  # NaN (too few pairs): not settled
+            settled = False
+    return Verdict(infeasible, frozenset(dominated), incumbent, settled)
+
+
+# --------------------------------------------------------------------------- the race
+
+# Runs replicas [start, stop) of the given points; returns their rows (RACE_COLUMNS at least).
+Evaluate = Callable[[list[int], int, int], pd.DataFrame]
+
+
+@dataclass(frozen=True)
+class Round:
+    number: int  # from 1
+    points: int  # in the race during this round
+    replicas: int  # each of them has after it
+    infeasible: list[int]  # dropped at its end
+    dominated: list[int]
+
+
+@dataclass
+class Race:
+    """The race's evidence and course: every evaluated row and who left when."""
+
+    rows: pd.DataFrame
+    rounds: list[Round]
+    dropped: dict[int, tuple[str, int]]  # point -> (status, round)
+    active: list[int]  # still in the race at the end
+    verdict: Verdict  # of the last round
+    stop_reason: str
+
+
+def race(
+    points: Sequence[int],
+    evaluate: Evaluate,
+    deadline_days: float,
+    quantile: float,
+    objective: str,
+    direction: str,
+    first: int = FIRST_REPLICAS,
+    most: int = MAX_REPLICAS,
+    precision: float = PRECISION,
+    on_round: Callable[[Round], None] | None = None,
+) -> Race:
+    """Successive halving of the grid: every point gets `first` replicas, then the points
+    still in the race get twice as many each round (at most `most`), until the race is
+    settled, at most one point is left and decided, or the budget is spent."""
+    active = list(points)
+    dropped: dict[int, tuple[str, int]] = {}
+    rounds: list[Round] = []
+    frames: list[pd.DataFrame] = []
+    have, target, number = 0, min(first, most), 0
+    while True:
+        number += 1
+        rows = evaluate(list(active), have, target)
+        if len(rows) and (rows["error"] != "").all():
+            first_error = rows["error"].iloc[0]
+            raise RuntimeError(f"every replica of round {number} raised; the first: {first_error}")
+        frames.append(rows)
+        have = target
+        table = pd.concat(frames, ignore_index=True)
+        samples = samples_of(table[table["point"].isin(active)], deadline_days, objective)
+        verdict = judge(samples, quantile, direction, precision)
+        out_infeasible = sorted(p for p in active if p in verdict.infeasible)
+        out_dominated = sorted(p for p in active if p in verdict.dominated)
+        for point in out_infeasible:
+            dropped[point] = ("infeasible", number)
+        for point in out_dominated:
+            dropped[point] = ("dominated", number)
+        rounds.append(Round(number, len(active), have, out_infeasible, out_dominated))
+        if on_round is not None:
+            on_round(rounds[-1])
+        active = [p for p in active if p not in dropped]
+        if not active:
+            reason = "no point is left: every point is clearly infeasible"
+        elif verdict.settled and len(active) == 1:
+            reason = "one point is left"
+        elif verdict.settled:
+            reason = (
+                f"the points left are within ±{precision * 100:g}% of the best mean "
+                "(the precision target)"
+            )
+        elif have >= most:
+            reason = f"the points left reached the most replicas a point may get ({most})"
+        else:
+            target = min(most, 2 * have)
+            continue
+        return Race(table, rounds, dropped, active, verdict, reason)
+
+
+# --------------------------------------------------------------------------- the outcome
+
+
+@dataclass
+class Plan:
+    """A finished plan: the plan.json document, the replica rows and the run directory."""
+
+    doc: dict[str, Any]
+    scenario_set: ScenarioSet
+    run_dir: Path | None
+    # points no replica of which can finish (the horizon is shorter than the ideal time)
+    problems: list[feasibility.Problem] = field(default_factory=list)
+    _table: pd.DataFrame | None = None
+
+    @property
+    def chosen(self) -> dict[str, Any] | None:
+        return self.doc["chosen"]
+
+    @property
+    def candidates(self) -> pd.DataFrame:
+        return pd.DataFrame(self.doc["candidates"])
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """Every evaluated replica (read from the run directory when there is one)."""
+        if self._table is None and self.run_dir is not None:
+            self._table = pd.read_parquet(self.run_dir / "replicas.parquet")
+        assert self._table is not None
+        return self._table
+
+
+def outcome(
+    scenario_set: ScenarioSet,
+    result: Race,
+    deadline_days: float,
+    quantile: float,
+    objective: str,
+    direction: str,
+) -> dict[str, Any]:
+    """The plan.json document of a finished race: the chosen point, every candidate with its
+    statistics and status, the time-cost Pareto front and the replicas spent."""
+    keys = scenario_set.swept_keys
+    samples = samples_of(result.rows, deadline_days, objective)
+    costs = samples_of(result.rows, deadline_days, "cost_usd")
+    ok = result.rows[result.rows["error"] == ""]
+    sign = -1.0 if direction == "max" else 1.0
+
+    def rank(point: int) -> tuple[float, int]:
+        mean = samples[point].objective_mean
+        return (sign * mean if math.isfinite(mean) else math.inf, point)
+
+    incumbent = result.verdict.incumbent
+    if incumbent is not None and incumbent in result.active:
+        chosen = incumbent
+    else:
+        meeting = [p for p in result.active if p in samples and samples[p].p_meet >= quantile]
+        chosen = min(meeting, key=rank) if meeting else None
+
+    records = []
+    for point in scenario_set.points:
+        index = point.index
+        sample = samples.get(index)
+        if sample is None:  # every replica of it raised
+            continue
+        rows = ok[ok["point"] == index]
+        days = rows["time_to_train_days"].to_numpy(dtype=float, na_value=np.nan)
+        finished = rows["finished"].to_numpy(dtype=bool)
+        low, high = sample.objective_ci()
+        p_low, p_high = sample.p_meet_interval()
+        if index == chosen:
+            status, dropped_round = "chosen", None
+        elif index in result.dropped:
+            status, dropped_round = result.dropped[index]
+        elif sample.p_meet < quantile:
+            status, dropped_round = "infeasible", None
+        else:
+            status, dropped_round = "feasible", None
+        difference = (math.nan,) * 3
+        if chosen is not None and index != chosen:
+            difference = paired_difference(sample, samples[chosen], direction)
+            if status == "feasible" and difference[1] > 0:
+                status = "dominated"  # at the end, by the chosen point (still in the race)
+        records.append(
+            {
+                "point": index,
+                **{k: point.params[k] for k in keys},
+                "replicas": sample.n,
+                "objective_mean": sample.objective_mean,
+                "objective_ci_low": low,
+                "objective_ci_high": high,
+                "p_meet": sample.p_meet,
+                "p_meet_low": p_low,
+                "p_meet_high": p_high,
+                "status": status,
+                "dropped_round": dropped_round,
+                "difference_to_chosen": difference[0],
+                "difference_ci_low": difference[1],
+                "difference_ci_high": difference[2],
+                "time_to_train_days_p50": quantile_days(days, finished, 0.50),
+                "time_to_train_days_p95": quantile_days(days, finished, 0.95),
+                "time_to_train_days_at_quantile": quantile_days(days, finished, quantile),
+                "cost_usd_mean": costs[index].objective_mean,
+                "finished_fraction": float(finished.mean()) if finished.size else math.nan,
+            }
+        )
+    order = {status: i for i, status in enumerate(("chosen", "feasible", "dominated"))}
+    records.sort(
+        key=lambda r: (
+            order.get(r["status"], 3),
+            -r["p_meet"] if r["status"] == "infeasible" else rank(r["point"])[0],
+            r["point"],
+        )
+    )
+    spent = sum(r["replicas"] for r in records)
+    reference = next((r["replicas"] for r in records if r["status"] == "chosen"), None)
+    if reference is None:
+        reference = max((r["replicas"] for r in records), default=0)
+    best_chance = max(records, key=lambda r: (r["p_meet"], -rank(r["point"])[0]), default=None)
+    doc = {
+        "scenario": scenario_set.name,
+        "varied_keys": keys,
+        "objective": objective,
+        "direction": direction,
+        "deadline_days": deadline_days,
+        "quantile": quantile,
+        "chosen": next((r for r in records if r["status"] == "chosen"), None),
+        "highest_p_meet": best_chance,
+        "candidates": records,
+        "pareto": pareto_front(records, keys),
+        "replicas_spent": spent,
+        "replicas_full_grid": len(scenario_set.points) * reference,
+        "rounds": [
+            {
+                "round": r.number,
+                "points": r.points,
+                "replicas": r.replicas,
+                "dropped_infeasible": len(r.infeasible),
+                "dropped_dominated": len(r.dominated),
+            }
+            for r in result.rounds
+        ],
+        "stop_reason": result.stop_reason,
+    }
+    return _finite(doc)
+
+
+def pareto_front(records: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> list[dict]:
+    """The points no other point beats on both the time to train at the quantile and the
+    mean cost (lower is better for both), fastest first. Points that never reach the
+    quantile within the horizon (infinite time) are left out."""
+    items = [
+        r
+        for r in records
+        if _is_finite(r["time_to_train_days_at_quantile"]) and _is_finite(r["cost_usd_mean"])
+    ]
+
+    def beaten(r: Mapping[str, Any]) -> bool:
+        t, c = r["time_to_train_days_at_quantile"], r["cost_usd_mean"]
+        return any(
+            o["time_to_train_days_at_quantile"] <= t
+            and o["cost_usd_mean"] <= c
+            and (o["time_to_train_days_at_quantile"] < t or o["cost_usd_mean"] < c)
+            for o in items
+        )
+
+    front = [r for r in items if not beaten(r)]
+    front.sort(key=lambda r: (r["time_to_train_days_at_quantile"], r["cost_usd_mean"]))
+    return [
+        {
+            "point": r["point"],
+            **{k: r[k] for k in keys},
+            "time_to_train_days_at_quantile": r["time_to_train_days_at_quantile"],
+            "cost_usd_mean": r["cost_usd_mean"],
+            "p_meet": r["p_meet"],
+            "status": r["status"],
+        }
+        for r in front
+    ]
+
+
+def _is_finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as None (JSON null), recursively."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# --------------------------------------------------------------------------- running it
+
+
+def parse_vary(source: str, items: Sequence[str]) -> list[str]:
+    """`--vary KEY=V1,V2,...` items, checked for their shape (the scenario's validation
+    then checks each key and value): as `--param` items for `load_scenario`."""
+    seen: set[str] = set()
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ScenarioError(
+                source,
+                item.strip()[:160],
+                "--vary expects KEY=V1,V2,..., e.g. --vary cluster.spare_nodes=0,4,8",
+            )
+        if key in seen:
+            raise ScenarioError(
+                source, key, "--vary is given twice for this key; give all its values in one"
+            )
+        seen.add(key)
+        if any(not piece.strip() for piece in values.split(",")):
+            raise ScenarioError(
+                source, key, f"--vary {item!r} has an empty value; expected KEY=V1,V2,..."
+            )
+    return list(items)
+
+
+def load_plan_grid(
+    scenario: str | Path, vary: Sequence[str], overrides: Sequence[str] | None = None
+) -> ScenarioSet:
+    """The grid a plan searches: the scenario with `overrides`, every `--vary` key swept."""
+    return load_scenario(scenario, list(overrides or []), parse_vary(str(scenario), vary))
+
+
+def plan(
+    scenario: str | Path | ScenarioSet,
+    deadline_days: float,
+    quantile: float = 0.95,
+    objective: str = "cost_usd",
+    vary: Sequence[str] = (),
+    overrides: Sequence[str] | None = None,
+    replicas_first: int = FIRST_REPLICAS,
+    replicas_max: int = MAX_REPLICAS,
+    precision: float = PRECISION,
+    seed: int | None = None,
+    workers: int | None = None,
+    executor: str | None = None,
+    scheduler: str | None = None,
+    out: str | Path | None = None,
+    progress: bool = True,
+) -> Plan:
+    """Race the grid's points (the scenario's sweep and `vary`, e.g. ["cluster.nodes=96,128"])
+    for the one with the best mean `objective` (the direction `analysis.better_direction`
+    gives) among those with P(time to train <= deadline_days) >= quantile.
+
+    With `out`, every evaluated replica streams into `out/<name>/<run-id>/` (replicas.parquet,
+    summaries, plan.json, figures/pareto.png); without, the rows stay in memory.
+    """
+    if objective not in analysis.METRICS:
+        raise ValueError(f"unknown objective {objective!r}; one of {', '.join(analysis.METRICS)}")
+    if not (deadline_days > 0 and 0 < quantile <= 1 and precision > 0):
+        raise ValueError("deadline_days and precision must be > 0, quantile in (0, 1]")
+    if replicas_first < 1 or replicas_max < 2:
+        raise ValueError("replicas_first must be >= 1 and replicas_max >= 2")
+    if not isinstance(scenario, ScenarioSet):
+        scenario_set = load_plan_grid(scenario, vary, overrides)
+    elif vary or overrides:
+        raise ValueError("give vary and overrides with a scenario path, not a loaded ScenarioSet")
+    else:
+        scenario_set = scenario
+    problems = feasibility.check(scenario_set)  # what cannot run at all is refused here
+    direction = analysis.better_direction(objective)
+    base = scenario_set.base.simulation
+    seed = base.seed if seed is None else seed
+    workers = default_workers() if workers is None else workers
+    executor = executor or base.executor or ("processes" if workers > 1 else "serial")
+    first = min(replicas_first, replicas_max)
+    settings = {
+        "deadline_days": deadline_days,
+        "quantile": quantile,
+        "objective": objective,
+        "replicas_first": first,
+        "replicas_max": replicas_max,
+        "precision": precision,
+    }
+    run = (
+        RunDir.create(out, scenario_set, seed, replicas_max, executor, workers, {"plan": settings})
+        if out is not None
+        else None
+    )
+    frames: list[pd.DataFrame] = []  # whole rows, kept only without a run directory
+    columns = list(dict.fromkeys([*RACE_COLUMNS, objective]))
+    bar = _RoundBar(progress)
+
+    def evaluate(points: list[int], start: int, stop: int) -> pd.DataFrame:
+        kept: list[pd.DataFrame] = []
+
+        def sink(point: int, first_replica: int, frame: pd.DataFrame) -> None:
+            if run is not None:
+                run.write_part(point, first_replica, frame)
+            else:
+                frames.append(frame)
+            kept.append(frame[columns])
+            bar.advance(len(frame))
+
+        new = stop - start
+        bar.start_round(len(points), start, stop)
+        run_montecarlo(
+            scenario_set,
+            stop,
+            seed,
+            workers,
+            executor,
+            progress=False,
+            chunk_size=max(1, min(200, new, math.ceil(new * len(points) / (4 * workers)))),
+            sink=sink,
+            done={p: set(range(start)) for p in points},
+            points=set(points),  # type: ignore[arg-type]  # any container of indices
+            scheduler=scheduler,
+        )
+        return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=columns)
+
+    try:
+        with bar:
+            result = race(
+                [p.index for p in scenario_set.points],
+                evaluate,
+                deadline_days,
+                quantile,
+                objective,
+                direction,
+                first,
+                replicas_max,
+                precision,
+                on_round=bar.end_round,
+            )
+    except Interrupted as stop:
+        if run is None:
+            raise
+        run.set_status("interrupted", signal=stop.signal_name)
+        raise RunInterrupted(run.path, stop) from None
+    except BaseException:
+        if run is not None:
+            run.set_status("failed")
+        raise
+    doc = {**outcome(scenario_set, result, deadline_days, quantile, objective, direction)}
+    doc["seed"] = seed
+    doc["precision"] = precision
+    doc["replicas_first"] = first
+    doc["replicas_max"] = replicas_max
+    if run is None:
+        table = pd.concat(frames, ignore_index=True)
+        table = table.sort_values(["point", "replica"], ignore_index=True)
+        return Plan(doc, scenario_set, None, problems, table)
+    doc["run_dir"] = str(run.path)
+    try:
+        (run.path / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
+        figures = run.path / "figures"
+        figures.mkdir(exist_ok=True)
+        plan_plots.pareto_figure(doc).savefig(figures / "pareto.png", dpi=110)
+    except BaseException:
+        run.set_status("failed")
+        raise
+    finalise(run, scenario_set, figures=False)
+    return Plan(doc, scenario_set, run.path, problems)
+
+
+class _RoundBar:
+    """A rich progress bar on stderr, one line per round (silent when disabled)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._round = 0
+        self._description = ""
+
+    def __enter__(self) -> _RoundBar:
+        if self.enabled:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+            )
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def start_round(self, points: int, start: int, stop: int) -> None:
+        self._round += 1
+        self._description = f"round {self._round}: {points} points × {stop - start} replicas"
+        if self._progress is not None:
+            self._task = self._progress.add_task(self._description, total=points * (stop - start))
+
+    def advance(self, count: int) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, count)
+
+    def end_round(self, done: Round) -> None:
+        if self._progress is not None and self._task is not None:
+            left = f", out: {len(done.infeasible)} infeasible, {len(done.dominated)} dominated"
+            self._progress.update(self._task, description=self._description + left)
+
+
+__all__ = [
+    "FIRST_REPLICAS",
+    "MAX_REPLICAS",
+    "PRECISION",
+    "STATUSES",
+    "Plan",
+    "Race",
+    "Round",
+    "Sample",
+    "Verdict",
+    "judge",
+    "load_plan_grid",
+    "outcome",
+    "paired_difference",
+    "pareto_front",
+    "parse_vary",
+    "plan",
+    "race",
+    "samples_of",
+    "wilson_interval",
+]

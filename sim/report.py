@@ -1,0 +1,987 @@
+"""A run directory as one self-contained HTML page (`trainsim report RUN_DIR`).
+
+The scenario in words, the calculator, summaries per sweep point, the sweep and plan
+results, every figure (embedded as base64 `data:` PNGs), the cost, downtime and failure
+splits, and the run's provenance. Inline CSS, no script, no network: the file can be
+mailed or attached to a ticket and opens anywhere. Every text is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from sim import __version__, analysis, perf
+from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS
+from sim.compare import DEFAULT_FIGURE, fmt_metric
+from sim.scenario import Scenario, ScenarioError, ScenarioSet, load_scenario
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+# The metrics of the summary tables (those `trainsim run` prints), and the finished share.
+KEY_METRICS = [*SUMMARY_METRICS, ("finished_fraction", "finished (share of replicas)")]
+
+# The parts of cost_usd and of downtime_hours (sim.columns), shown when the table has them.
+COST_PARTS = [
+    (c, c.removeprefix("cost_").removesuffix("_usd").replace("_", " ")) for c in COST_COLUMNS
+]
+DOWNTIME_PARTS = [(c, c.removesuffix("_hours").replace("_", " ")) for c in DOWNTIME_COLUMNS]
+
+# Known figures, in the order the report shows them (others follow by name).
+FIGURE_TITLES = {
+    "time_to_train_cdf.png": "Time-to-train distribution (unfinished replicas keep a curve below 1)",
+    "wall_time_breakdown.png": "Where the wall time went (mean per replica)",
+    "cost_breakdown.png": "Where the money went (mean per replica)",
+    "downtime_split.png": "Downtime by cause (mean per replica)",
+    "lost_work.png": "Lost work per run",
+    "sweep_time_to_train_days.png": "Mean time to train across the sweep, with 95% CI",
+    "sweep_lost_work_hours.png": "Mean lost work across the sweep, with 95% CI",
+    "pareto.png": "Plan: time to train against cost, and the Pareto front",
+    DEFAULT_FIGURE: "Comparison with another run (trainsim compare)",
+}
+
+# A sweep of many points: the tables with a column (or a summary) per point show the first
+# ones; the sweep table has a row for every point.
+MAX_POINT_COLUMNS = 12
+MAX_POINT_SUMMARIES = 24
+
+PROVENANCE_ORDER = [
+    "trainsim_version",
+    "command",
+    "scenario",
+    "source",
+    "seed",
+    "replicas",
+    "points",
+    "executor",
+    "workers",
+    "host",
+    "python",
+    "started",
+    "ended",
+    "status",
+]
+
+
+@dataclass(frozen=True)
+class RunContents:
+    """What a report reads from a run directory."""
+
+    path: Path
+    manifest: dict[str, Any]
+    scenario_set: ScenarioSet
+    table: pd.DataFrame | None  # the columns the report needs, error rows dropped
+    replicas: int  # rows of replicas.parquet (error rows included)
+    errors: int
+    summary: pd.DataFrame | None  # analysis.summarize_file of replicas.parquet
+    plan: dict[str, Any] | None
+    figures: list[Path]
+
+
+def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Write the report of `run_dir` to `out` (default RUN_DIR/report.html); return its path."""
+    contents = load(run_dir)
+    path = Path(out) if out is not None else contents.path / "report.html"
+    text = render(contents)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(
+            "--out",
+            str(path),
+            f"cannot write the report there ({exc.strerror or exc}); choose a writable path "
+            "with --out",
+        ) from None
+    return path
+
+
+def load(run_dir: str | Path) -> RunContents:
+    """Read a run directory (run.json and scenario.yaml at least), or raise a ScenarioError
+    saying what was expected there."""
+    path = Path(run_dir)
+    expected = (
+        "expected a run directory written by `trainsim run` "
+        "(results/<name>/<run-id>/ with run.json, scenario.yaml and replicas.parquet)"
+    )
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a directory"
+        raise ScenarioError(str(path), "", f"{what}: {expected}")
+    try:
+        manifest = json.loads((path / "run.json").read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        raise ScenarioError(str(path), "", f"no readable run.json ({exc}): {expected}") from None
+    if not (path / "scenario.yaml").is_file():
+        raise ScenarioError(str(path), "", f"no scenario.yaml: {expected}")
+    scenario_set = load_scenario(path / "scenario.yaml")
+    table_path = path / "replicas.parquet"
+    table = summary = None
+    replicas = errors = 0
+    if table_path.is_file():
+        keys = scenario_set.swept_keys
+        names = pq.read_schema(table_path).names
+        wanted = [
+            "point",
+            "finished",
+            "error",
+            "time_to_train_days",
+            "downtime_hours",
+            "failures",
+            "cost_usd",
+            *(c for c, _ in COST_PARTS + DOWNTIME_PARTS),
+            *(c for c in names if c.startswith("failures_")),
+            *keys,
+        ]
+        columns = [c for c in dict.fromkeys(wanted) if c in names]
+        rows = pd.read_parquet(table_path, columns=columns)
+        replicas = len(rows)
+        if "error" in rows:
+            failed = rows["error"].fillna("") != ""
+            errors = int(failed.sum())
+            rows = rows[~failed]
+        table = rows
+        summary = analysis.summarize_file(table_path, keys)
+    plan = None
+    if (path / "plan.json").is_file():
+        try:
+            plan = json.loads((path / "plan.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise ScenarioError(str(path / "plan.json"), "", f"not readable JSON ({exc})") from None
+    known = list(FIGURE_TITLES)
+    figures = sorted(
+        (path / "figures").glob("*.png"),
+        key=lambda f: (known.index(f.name) if f.name in known else len(known), f.name),
+    ) + sorted(path.glob("compare*.png"))
+    return RunContents(
+        path, manifest, scenario_set, table, replicas, errors, summary, plan, figures
+    )
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def render(run: RunContents) -> str:
+    """The report as one HTML document."""
+    sections = [
+        ("scenario", "Scenario", _scenario_section(run)),
+        ("summary", "Summary", _summary_section(run)),
+    ]
+    if len(run.scenario_set.points) > 1:
+        sections.append(("sweep", "Sweep", _sweep_section(run)))
+    if run.plan is not None:
+        sections.append(("plan", "Plan", _plan_section(run.plan)))
+    sections += [
+        ("figures", "Figures", _figures_section(run)),
+        ("cost", "Cost breakdown", _cost_section(run)),
+        ("downtime", "Downtime split", _downtime_section(run)),
+        ("failures", "Failures by class", _failures_section(run)),
+        ("calculator", "Calculator", _calculator_section(run)),
+        ("provenance", "Provenance", _provenance_section(run)),
+    ]
+    name = run.scenario_set.name
+    run_id = run.path.resolve().name
+    status = str(run.manifest.get("status", "unknown"))
+    nav = " · ".join(f'<a href="#{key}">{_e(title)}</a>' for key, title, _ in sections)
+    body = "\n".join(
+        f'<section id="{key}">\n<h2>{_e(title)}</h2>\n{content}\n</section>'
+        for key, title, content in sections
+    )
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    description = run.scenario_set.base.description
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(f"trainsim report: {name} ({run_id})")}</title>
+<style>{CSS}</style>
+</head>
+<body>
+<header>
+<h1>{_e(name)}</h1>
+{f"<p class='description'>{_e(description)}</p>" if description else ""}
+<p class="meta">run <code>{_e(run_id)}</code> · status <span class="status {_e(status)}">{_e(status)}</span>
+· {run.replicas:,} replica rows{f", {run.errors:,} errors" if run.errors else ""}
+· report written {_e(generated)} by trainsim {_e(__version__)}</p>
+<nav>{nav}</nav>
+</header>
+<main>
+{body}
+</main>
+</body>
+</html>
+"""
+
+
+CSS = """
+:root { --ink: #1f2328; --muted: #59636e; --line: #d0d7de; --head: #f6f8fa; --accent: #4c72b0; }
+* { box-sizing: border-box; }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+  color: var(--ink); margin: 0 auto; max-width: 1150px; padding: 1.5rem 2rem 4rem; background: #fff; }
+h1 { margin: 0 0 .25rem; font-size: 1.9rem; }
+h2 { margin: 2.2rem 0 .6rem; padding-bottom: .3rem; border-bottom: 2px solid var(--line); font-size: 1.35rem; }
+h3 { margin: 1.4rem 0 .4rem; font-size: 1.05rem; }
+p { margin: .4rem 0; }
+.description { font-size: 1.05rem; }
+.meta, .note, figcaption { color: var(--muted); font-size: .9rem; }
+nav { margin-top: .8rem; padding: .5rem .8rem; background: var(--head); border-radius: 6px; font-size: .92rem; }
+a { color: var(--accent); text-decoration: none; }
+code { font: .88em ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; background: var(--head);
+  padding: .05em .3em; border-radius: 4px; word-break: break-all; }
+.scroll { overflow-x: auto; margin: .5rem 0 1rem; }
+table { border-collapse: collapse; font-size: .88rem; }
+th, td { border: 1px solid var(--line); padding: .28rem .6rem; vertical-align: top; }
+th { background: var(--head); text-align: left; font-weight: 600; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+.cards { display: flex; flex-wrap: wrap; gap: 0 2rem; }
+.card h3 { margin-top: .8rem; }
+tr.total td { font-weight: 600; border-top: 2px solid var(--ink); }
+tr.best td { background: #eaf5ea; }
+dl.words { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1.2rem; margin: .5rem 0 1rem; }
+dl.words dt { font-weight: 600; }
+dl.words dd { margin: 0; }
+figure { margin: 1rem 0 2rem; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
+.status { padding: 0 .4em; border-radius: 4px; background: var(--head); }
+.status.complete { background: #dafbe1; }
+.status.interrupted, .status.failed, .status.running { background: #fff1c2; }
+.warning { background: #fff8c5; border-left: 4px solid #d4a72c; padding: .4rem .7rem; }
+"""
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _scenario_section(run: RunContents) -> str:
+    scenario_set = run.scenario_set
+    s = scenario_set.base
+    parts = []
+    sweep = scenario_set.resolved.get("sweep") or {}
+    if sweep:
+        listed = "; ".join(
+            f"<code>{_e(k)}</code> = {_e(', '.join(_value(v) for v in values))}"
+            for k, values in sweep.items()
+        )
+        parts.append(
+            f"<p>The run sweeps {len(scenario_set.points)} points: {listed}. "
+            "The description below is of the first point.</p>"
+        )
+    parts.append(
+        '<dl class="words">'
+        + "".join(
+            f"<dt>{_e(topic)}</dt><dd>{_e(text)}</dd>" for topic, text in scenario_in_words(s)
+        )
+        + "</dl>"
+    )
+    if s.failures:
+        rows = []
+        for f in s.failures:
+            per_hour = perf.failure_rate_per_hour(f, s)
+            given = (
+                f"MTBF {_value(f.mtbf_hours)} h per {f.scope}"
+                if f.mtbf_hours is not None
+                else f"{_value(f.rate_per_1k_gpu_day)} per 1,000 GPU-days"
+            )
+            shape = {
+                "weibull": f"Weibull (shape {_value(f.weibull_shape)})",
+                "lognormal": f"log-normal (σ {_value(f.lognormal_sigma)})",
+            }.get(f.distribution, f.distribution)
+            rows.append(
+                [
+                    f.name,
+                    f.scope,
+                    given,
+                    shape,
+                    f"{per_hour * 24:.3g}",
+                    f"{1 / per_hour:,.1f}" if per_hour > 0 else "—",
+                    _value(f.detect_minutes),
+                    "yes" if f.replaces_nodes else "no",
+                    _value(f.repair_hours) if f.replaces_nodes else "—",
+                    "yes" if f.while_idle else "no",
+                ]
+            )
+        parts.append("<h3>Failure classes</h3>")
+        parts.append(
+            _table(
+                [
+                    "class",
+                    "scope",
+                    "rate as given",
+                    "distribution",
+                    "failures/day (this job)",
+                    "job MTBF (h)",
+                    "detect (min)",
+                    "replace nodes",
+                    "repair (h)",
+                    "strikes while idle",
+                ],
+                rows,
+                numeric={4, 5, 6, 8},
+            )
+        )
+    return "\n".join(parts)
+
+
+def scenario_in_words(s: Scenario) -> list[tuple[str, str]]:
+    """The scenario as (topic, sentence) pairs: what a reader needs to know about the run."""
+    c, m = s.cluster, s.model
+    steps = perf.total_steps(s)
+    words = [
+        (
+            "model",
+            f"{_si(m.params)} parameters trained on {_si(m.tokens)} tokens, "
+            f"{m.global_batch_tokens:,} tokens per optimizer step ({steps:,} steps)"
+            + (
+                f"; sequence length {m.seq_len:,}, {m.layers} layers, hidden size {m.hidden:,}"
+                if m.seq_len and m.layers and m.hidden
+                else ""
+            )
+            + f"; {perf.flops_per_token(s):.4g} FLOPs per token.",
+        ),
+        (
+            "GPUs",
+            f"{c.nodes:,} nodes × {c.gpus_per_node} {c.gpu_spec.name} = {c.gpus:,} GPUs; "
+            f"tensor {s.parallelism.tensor} × pipeline {s.parallelism.pipeline} parallel, "
+            f"{perf.data_parallel_size(s):,} data-parallel replicas; "
+            + (
+                f"MFU {s.performance.mfu:g}."
+                if s.performance.mfu is not None
+                else f"compute efficiency {s.performance.compute_efficiency:g}, "
+                f"so MFU {perf.mfu(s):.3f} after communication and the pipeline bubble."
+            ),
+        ),
+        ("spares", _spares_words(s)),
+        ("storage", _storage_words(s)),
+        ("checkpoints", _checkpoint_words(s)),
+        (
+            "failures",
+            f"{len(s.failures)} failure classes (below), together "
+            f"{24 / perf.aggregate_mtbf_hours(s):.2f} failures per day on this job "
+            f"(aggregate MTBF {perf.aggregate_mtbf_hours(s):,.1f} h)."
+            if s.failures
+            else "none: every replica runs without failures.",
+        ),
+        ("recovery", _recovery_words(s)),
+        ("repair", _repair_words(s)),
+    ]
+    if s.health_checks is not None:
+        h = s.health_checks
+        words.append(
+            (
+                "health checks",
+                f"every {_value(h.every_hours)} h, costing {_value(h.cost_minutes)} min of "
+                f"downtime; they catch {h.catch_prob:.0%} of node failures due within "
+                f"{_value(h.lead_hours)} h.",
+            )
+        )
+    if s.maintenance is not None:
+        words.append(
+            (
+                "maintenance",
+                f"every {_value(s.maintenance.every_days)} days the job checkpoints and stops "
+                f"for {_value(s.maintenance.duration_hours)} h.",
+            )
+        )
+    words += [
+        (
+            "cost",
+            f"${s.cost.gpu_hour_usd:,.2f} per GPU-hour, billed on the job's and the spares' "
+            "GPUs for the whole wall time.",
+        ),
+        (
+            "simulation",
+            f"{s.simulation.replicas:,} replicas per point, seed {s.simulation.seed}, "
+            f"horizon {_value(s.simulation.horizon_days)} days.",
+        ),
+    ]
+    return words
+
+
+def _spares_words(s: Scenario) -> str:
+    c = s.cluster
+    text = f"{c.spare_nodes} warm spare node{'s' if c.spare_nodes != 1 else ''}"
+    if c.pool_nodes:
+        text += (
+            f"; a cold pool of {c.pool_nodes} nodes that join after "
+            f"{_value(c.host_selection_minutes)} min"
+        )
+    if c.preemptible_nodes:
+        text += (
+            f"; {c.preemptible_nodes} preemptible nodes that join after "
+            f"{_value(c.preemption_minutes)} min"
+        )
+    if c.lemon_fraction:
+        text += (
+            f"; {c.lemon_fraction:.1%} of the nodes are lemons failing "
+            f"{_value(c.lemon_rate_multiplier)}× as often"
+        )
+    return text + "."
+
+
+def _storage_words(s: Scenario) -> str:
+    st, tier = s.storage, s.storage.checkpoint_tier
+    text = (
+        f"checkpoints go to a {tier.kind} tier (write {_value(tier.write_GB_s)} GB/s, read "
+        f"{_value(tier.read_GB_s)} GB/s, {_value(tier.capacity_TB)} TB, latency "
+        f"{_value(tier.latency_ms)} ms); each node's own path {_value(st.client_GB_s_per_node)} "
+        f"GB/s, so checkpoints write at {perf.write_GB_s(st, s.cluster.nodes):,.1f} GB/s and "
+        f"load at {perf.read_GB_s(st, s.cluster.nodes):,.1f} GB/s"
+    )
+    if st.background_load:
+        text += f"; other tenants use {st.background_load:.0%} of the tier"
+    text += f"; training data is read from a {st.data_tier} tier"
+    if st.backup is not None:
+        b = st.backup
+        text += (
+            f"; every {b.every}th durable checkpoint is copied to a {b.kind} backup "
+            f"(write {_value(b.write_GB_s)} GB/s)"
+        )
+    return text + "."
+
+
+def _checkpoint_words(s: Scenario) -> str:
+    ck = s.checkpoint
+    steps = perf.interval_steps(s)
+    minutes = steps * perf.step_time_s(s) / 60
+    if ck.interval_steps is not None:
+        when = f"every {steps:,} steps ({minutes:,.1f} min)"
+    elif ck.interval_minutes is not None:
+        when = f"every {_value(ck.interval_minutes)} minutes ({steps:,} steps)"
+    else:
+        when = f"at {ck.interval.capitalize()}'s interval: {steps:,} steps ({minutes:,.1f} min)"
+    if ck.mode == "async":
+        blocking = (
+            f"async: training blocks for the device-to-host snapshot "
+            f"({perf.snapshot_s(s):.2f} s) and the write ({perf.checkpoint_write_s(s):,.1f} s) "
+            "drains in the background"
+        )
+    else:
+        blocking = f"sync: training blocks for the write ({perf.checkpoint_write_s(s):,.1f} s)"
+    text = (
+        f"{when}; {blocking}; {perf.checkpoint_GB(s):,.0f} GB each "
+        f"({_value(ck.state_bytes_per_param)} bytes per parameter), the last {ck.keep_last} kept"
+    )
+    if ck.memory_every_steps:
+        text += f"; an in-memory copy in peer hosts every {ck.memory_every_steps:,} steps"
+    return text + "."
+
+
+def _recovery_words(s: Scenario) -> str:
+    r = s.recovery
+    restart = (
+        f"a restart takes {_value(r.restart_minutes)} min plus the checkpoint load "
+        f"({perf.checkpoint_load_s(s):,.0f} s)"
+    )
+    if r.policy == "elastic":
+        return (
+            f"elastic: without a spare the job carries on with fewer data-parallel replicas "
+            f"while at least {r.elastic_min_fraction:.0%} remain (re-forming takes "
+            f"{_value(r.rescale_minutes)} min), and grows back at a checkpoint; {restart}."
+        )
+    return f"restart: failed nodes are swapped for spares (or waited for); {restart}."
+
+
+def _repair_words(s: Scenario) -> str:
+    rp = s.repair
+    if rp is None:
+        return "flat: a replaced node rejoins the spares after its class's repair_hours."
+    text = (
+        f"automated repair ({_value(rp.auto_minutes)} min) escalates to a technician "
+        f"({_value(rp.manual_hours)} h) with probability {_value(rp.escalate_prob)}; false "
+        f"fixes {_value(rp.auto_false_fix_prob)} (automated) and "
+        f"{_value(rp.manual_false_fix_prob)} (manual); "
+        f"{rp.technicians if rp.technicians is not None else 'unlimited'} technicians; "
+        f"repaired nodes return to {rp.return_to}"
+    )
+    if rp.retire_after_failures:
+        text += (
+            f"; a node is retired after {rp.retire_after_failures} failures within "
+            f"{_value(rp.retire_window_days)} days"
+        )
+    return text + "."
+
+
+def _calculator_section(run: RunContents) -> str:
+    points = run.scenario_set.points[:MAX_POINT_COLUMNS]
+    columns = [
+        (_params(p.params) or "value", calculation_rows(perf.calculate(p.scenario))) for p in points
+    ]
+    labels = [label for label, _ in columns[0][1]]
+    rows = [[label, *(rows[i][1] for _, rows in columns)] for i, label in enumerate(labels)]
+    return (
+        "<p>The deterministic calculator (<code>trainsim calc</code>): no Monte Carlo, "
+        "failures only through their aggregate rate.</p>"
+        + _first_points(run, MAX_POINT_COLUMNS)
+        + _table(
+            ["quantity", *(label for label, _ in columns)],
+            rows,
+            numeric=set(range(1, len(columns) + 1)),
+        )
+    )
+
+
+def calculation_rows(c: perf.Calculation) -> list[tuple[str, str]]:
+    """The calculator's answer as (quantity, value with unit) rows."""
+    return [
+        ("GPUs (data-parallel replicas)", f"{c.gpus:,} ({c.data_parallel_size})"),
+        ("FLOPs per token", f"{c.flops_per_token:.4g}"),
+        ("optimizer steps", f"{c.total_steps:,}"),
+        ("step time", f"{c.step_time_s:.3f} s"),
+        ("tokens/s", f"{c.tokens_per_s:,.0f}"),
+        ("MFU", f"{c.mfu:.3f}"),
+        ("effective TFLOPS per GPU", f"{c.effective_tflops_per_gpu:.1f}"),
+        ("ideal time to train", f"{c.ideal_days:.2f} days"),
+        ("checkpoint size", f"{c.checkpoint_GB:,.0f} GB"),
+        ("checkpoint write / load", f"{c.checkpoint_write_s:.1f} s / {c.checkpoint_load_s:.1f} s"),
+        (f"checkpoint blocks training ({c.checkpoint_mode})", f"{c.checkpoint_blocking_s:.2f} s"),
+        ("checkpoint storage (keep_last)", f"{c.checkpoint_storage_TB:.2f} TB"),
+        ("checkpoint interval", f"{c.interval_steps:,} steps = {c.interval_minutes:.1f} min"),
+        (
+            "aggregate MTBF",
+            f"{c.aggregate_mtbf_hours:.1f} h ({c.failures_per_day:.2f} failures/day)",
+        ),
+        ("Young interval", f"{c.young_interval_minutes:.1f} min"),
+        ("Daly interval", f"{c.daly_interval_minutes:.1f} min"),
+        (
+            "Daly expected wall time",
+            f"{c.daly_expected_days:.2f} days (first-order, no detection/repair)",
+        ),
+        ("GPU-hours (job + spares, ideal)", f"{c.ideal_gpu_hours:,.0f}"),
+        ("cost (ideal)", f"${c.ideal_cost_usd:,.0f} at ${c.gpu_hour_usd:.2f}/GPU-hour"),
+        ("cost per 1B tokens", f"${c.cost_per_1B_tokens_usd:,.2f}"),
+    ]
+
+
+def _no_table(run: RunContents) -> str:
+    status = run.manifest.get("status", "unknown")
+    return (
+        f'<p class="warning">No replicas.parquet: the run is {_e(status)}. Complete it with '
+        f"<code>trainsim run --resume {_e(str(run.path))}</code> and write the report again.</p>"
+    )
+
+
+def _summary_section(run: RunContents) -> str:
+    if run.summary is None or run.table is None:
+        return _no_table(run)
+    intro = (
+        "<p>Per sweep point over its replicas (error rows left out): time to train over "
+        "finished replicas only; the last row says how many finished.</p>"
+    )
+    cards = []
+    for index, rows in list(run.summary.groupby("point", sort=True))[:MAX_POINT_SUMMARIES]:
+        point = run.scenario_set.points[int(index)]
+        group = run.table[run.table["point"] == index]
+        stats = rows.set_index("metric")
+        body = []
+        for metric, label in KEY_METRICS:
+            if metric not in stats.index:
+                continue
+            s = stats.loc[metric]
+            body.append(
+                [
+                    label,
+                    *(_stat(metric, s[k]) for k in ("mean", "sem", "p5", "p50", "p95", "p99")),
+                    f"{int(s['n']):,}",
+                ]
+            )
+        title = ""
+        if len(run.scenario_set.points) > 1:
+            title = f"<h3>{_e(f'point {int(index)}: {_params(point.params)}')}</h3>"
+        cards.append(
+            f'<div class="card">{title}<p class="note">{len(group):,} replicas, '
+            f"{int(group['finished'].sum()):,} finished</p>"
+            + _table(
+                ["metric", "mean", "± s.e.", "p5", "p50", "p95", "p99", "n"],
+                body,
+                numeric=set(range(1, 8)),
+            )
+            + "</div>"
+        )
+    more = _first_points(run, MAX_POINT_SUMMARIES)
+    return intro + more + f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _stat(metric: str, value: float) -> str:
+    return fmt_metric(metric, float(value))
+
+
+def _sweep_section(run: RunContents) -> str:
+    if run.summary is None:
+        return _no_table(run)
+    keys = run.scenario_set.swept_keys
+    summary = run.summary
+
+    def by_point(metric: str) -> pd.DataFrame:
+        return summary[summary["metric"] == metric].set_index("point")
+
+    ttt, lost, goodput, cost, finished = (
+        by_point(m)
+        for m in (
+            "time_to_train_days",
+            "lost_work_hours",
+            "goodput",
+            "cost_usd",
+            "finished_fraction",
+        )
+    )
+    means = ttt["mean"].dropna()
+    best = means.idxmin() if len(means) else None
+    rows, classes = [], []
+    for point in ttt.index:
+        params = run.scenario_set.points[int(point)].params
+        mean, sem = ttt.loc[point, "mean"], ttt.loc[point, "sem"]
+        rows.append(
+            [
+                *(_value(params.get(k)) for k in keys),
+                f"{mean:.3f} ± {sem:.3f}" if math.isfinite(mean) else "— (none finished)",
+                fmt_metric("time_to_train_days", ttt.loc[point, "p95"]),
+                fmt_metric("lost_work_hours", lost.loc[point, "mean"]),
+                fmt_metric("goodput", goodput.loc[point, "mean"]),
+                fmt_metric("cost_usd", cost.loc[point, "mean"]),
+                f"{finished.loc[point, 'mean']:.0%}",
+                "best" if point == best else "",
+            ]
+        )
+        classes.append("best" if point == best else "")
+    return (
+        "<p>Mean time to train ± standard error over finished replicas; the lowest mean is "
+        "marked (replicas share random numbers across points: <code>trainsim optimize</code> "
+        "says whether a difference is real).</p>"
+        + _table(
+            [
+                *keys,
+                "time to train (days)",
+                "p95 (days)",
+                "lost work (h)",
+                "goodput",
+                "cost",
+                "finished",
+                "",
+            ],
+            rows,
+            numeric=set(range(len(keys) + 6)),
+            row_classes=classes,
+        )
+    )
+
+
+def _plan_section(plan: dict[str, Any]) -> str:
+    """plan.json rendered generically: its settings and totals (the plain values) as one
+    table, then `chosen`, `candidates`, `pareto` and any other mapping or list as tables."""
+    if not isinstance(plan, dict):
+        return f"<pre>{_e(json.dumps(plan, indent=2, default=str))}</pre>"
+
+    def plain(value: Any) -> bool:
+        """A scalar or a list of scalars: a row of the settings table."""
+        if isinstance(value, list):
+            return all(not isinstance(v, dict | list) for v in value)
+        return not isinstance(value, dict)
+
+    parts = ["<p>From <code>plan.json</code> (<code>trainsim plan</code>).</p>"]
+    settings = [[k, _cell(v)] for k, v in plan.items() if k not in PLAN_TITLES and plain(v)]
+    if settings:
+        parts.append(_table(["key", "value"], settings, numeric=set()))
+    rest = [k for k, v in plan.items() if k not in PLAN_TITLES and not plain(v)]
+    for key in [*PLAN_TITLES, *rest]:
+        if key not in plan:
+            continue
+        parts.append(f"<h3>{_e(PLAN_TITLES.get(key, key))}</h3>")
+        if plan[key] is None:
+            parts.append("<p class='note'>none</p>")
+        else:
+            parts.append(_generic(plan[key]))
+    return "\n".join(parts)
+
+
+PLAN_TITLES = {"chosen": "Chosen", "candidates": "Candidates", "pareto": "Pareto front"}
+
+
+def _generic(value: Any) -> str:
+    """A JSON value as HTML: a list of mappings as a table, a mapping as key/value rows."""
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        columns = list(dict.fromkeys(k for row in value for k in row))
+        rows = [[_cell(row.get(k)) for k in columns] for row in value]
+        numeric = {
+            i
+            for i, k in enumerate(columns)
+            if all(isinstance(row.get(k), int | float) or row.get(k) is None for row in value)
+        }
+        return _table(columns, rows, numeric=numeric)
+    if isinstance(value, dict):
+        return _table(["key", "value"], [[k, _cell(v)] for k, v in value.items()], numeric=set())
+    if isinstance(value, list) and not value:
+        return "<p class='note'>none</p>"
+    return f"<p>{_e(_cell(value))}</p>"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return _value(value) if abs(value) < 1e4 or value.is_integer() else f"{value:,.0f}"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str)
+    return str(value)
+
+
+def _figures_section(run: RunContents) -> str:
+    if not run.figures:
+        return "<p class='note'>No figures in this run directory (it ran with --no-figures).</p>"
+    parts = []
+    for path in run.figures:
+        data = path.read_bytes()
+        title = FIGURE_TITLES.get(path.name, path.stem.replace("_", " "))
+        if not data.startswith(PNG_SIGNATURE):
+            parts.append(f"<p class='warning'>{_e(path.name)} is not a PNG file: left out.</p>")
+            continue
+        encoded = base64.b64encode(data).decode("ascii")
+        parts.append(
+            f'<figure><img src="data:image/png;base64,{encoded}" alt="{_e(title)}">'
+            f"<figcaption>{_e(title)} — <code>{_e(path.relative_to(run.path).as_posix())}</code>"
+            "</figcaption></figure>"
+        )
+    return "\n".join(parts)
+
+
+def _means(run: RunContents, columns: list[str]) -> pd.DataFrame:
+    """Means per replica of the first MAX_POINT_COLUMNS points."""
+    assert run.table is not None
+    return run.table.groupby("point", sort=True)[columns].mean().iloc[:MAX_POINT_COLUMNS]
+
+
+def _first_points(run: RunContents, shown: int) -> str:
+    total = len(run.scenario_set.points)
+    if total <= shown:
+        return ""
+    return (
+        f"<p class='note'>The first {shown} of {total} sweep points; the sweep table has "
+        "every point.</p>"
+    )
+
+
+def _split_table(
+    run: RunContents,
+    total: str,
+    parts: list[tuple[str, str]],
+    metric_unit: str,
+    missing_label: str,
+) -> str:
+    """Mean per replica of each present part of `total`, per point, with its share."""
+    assert run.table is not None
+    present = [(c, label) for c, label in parts if c in run.table.columns]
+    means = _means(run, [total, *(c for c, _ in present)])
+    headers = ["part", *(_point_label(run, int(p)) for p in means.index)]
+    note = _first_points(run, MAX_POINT_COLUMNS)
+    rows, classes = [], []
+    for column, label in present:
+        rows.append(
+            [
+                f"{label} ({column})",
+                *(
+                    _share(metric_unit, means.loc[p, column], means.loc[p, total])
+                    for p in means.index
+                ),
+            ]
+        )
+        classes.append("")
+    rest = means[total] - means[[c for c, _ in present]].sum(axis=1)
+    if present and (rest.abs() > 1e-9 * means[total].abs().clip(lower=1.0)).any():
+        rows.append(
+            [
+                missing_label,
+                *(_share(metric_unit, rest.loc[p], means.loc[p, total]) for p in means.index),
+            ]
+        )
+        classes.append("")
+    rows.append(
+        [f"total ({total})", *(fmt_metric(metric_unit, means.loc[p, total]) for p in means.index)]
+    )
+    classes.append("total")
+    return note + _table(headers, rows, numeric=set(range(1, len(headers))), row_classes=classes)
+
+
+def _cost_section(run: RunContents) -> str:
+    if run.table is None:
+        return _no_table(run)
+    present = [c for c, _ in COST_PARTS if c in run.table.columns]
+    intro = (
+        "<p>Mean cost per replica and where it went; the parts add up to <code>cost_usd</code>.</p>"
+        if present
+        else "<p>Mean cost per replica. This run's table has no cost split "
+        "(<code>cost_ideal_usd</code> … <code>cost_idle_spares_usd</code>): only the total.</p>"
+    )
+    return intro + _split_table(
+        run, "cost_usd", COST_PARTS, "cost_usd", "not accounted for by the parts"
+    )
+
+
+def _downtime_section(run: RunContents) -> str:
+    if run.table is None:
+        return _no_table(run)
+    present = [c for c, _ in DOWNTIME_PARTS if c in run.table.columns]
+    missing = [c for c, _ in DOWNTIME_PARTS if c not in run.table.columns]
+    intro = "<p>Mean downtime per replica (hours), split by cause where the table records it"
+    intro += (
+        "; this run's table does not have "
+        + ", ".join(f"<code>{_e(c)}</code>" for c in missing)
+        + ".</p>"
+        if missing and present
+        else ".</p>"
+    )
+    label = "other (not split in this run's table)" if missing else "not accounted for by the parts"
+    return intro + _split_table(run, "downtime_hours", DOWNTIME_PARTS, "downtime_hours", label)
+
+
+def _failures_section(run: RunContents) -> str:
+    if run.table is None:
+        return _no_table(run)
+    s = run.scenario_set.base
+    columns = [
+        f"failures_{f.name}" for f in s.failures if f"failures_{f.name}" in run.table.columns
+    ]
+    if not columns:
+        return "<p class='note'>No failure classes in this scenario.</p>"
+    means = _means(run, ["failures", *columns])
+    headers = ["class", *(_point_label(run, int(p)) for p in means.index)]
+    rows, classes = [], []
+    for column in columns:
+        rows.append(
+            [
+                column.removeprefix("failures_"),
+                *(
+                    _share("failures", means.loc[p, column], means.loc[p, "failures"])
+                    for p in means.index
+                ),
+            ]
+        )
+        classes.append("")
+    rows.append(
+        [
+            "all classes (failures)",
+            *(fmt_metric("failures", means.loc[p, "failures"]) for p in means.index),
+        ]
+    )
+    classes.append("total")
+    if "failures_lemon" in run.table.columns:
+        lemon = _means(run, ["failures_lemon"])["failures_lemon"]
+        if (lemon > 0).any():
+            rows.append(
+                [
+                    "of which on lemon nodes",
+                    *(fmt_metric("failures", lemon.loc[p]) for p in means.index),
+                ]
+            )
+            classes.append("")
+    return (
+        "<p>Mean failures per replica by class, counted while the job runs, and each "
+        "class's share.</p>"
+        + _first_points(run, MAX_POINT_COLUMNS)
+        + _table(headers, rows, numeric=set(range(1, len(headers))), row_classes=classes)
+    )
+
+
+def _provenance_section(run: RunContents) -> str:
+    manifest = run.manifest
+    keys = [k for k in PROVENANCE_ORDER if k in manifest] + [
+        k for k in manifest if k not in PROVENANCE_ORDER
+    ]
+    rows = []
+    for key in keys:
+        value = manifest[key]
+        if key == "command" and isinstance(value, list):
+            text = shlex.join(str(v) for v in value)
+        elif isinstance(value, dict | list):
+            text = json.dumps(value, default=str)
+        else:
+            text = "—" if value is None else str(value)
+        rows.append([key, text])
+    rows.append(["run directory", str(run.path.resolve())])
+    return "<p>From <code>run.json</code>.</p>" + _table(
+        ["field", "value"], rows, numeric=set(), code={1}
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _table(
+    headers: list[str],
+    rows: list[list[str]],
+    numeric: set[int],
+    row_classes: list[str] | None = None,
+    code: set[int] | None = None,
+) -> str:
+    """An HTML table of text cells (escaped here); `numeric` columns align right."""
+    code = code or set()
+
+    def cell(tag: str, i: int, text: Any) -> str:
+        klass = ' class="num"' if i in numeric else ""
+        inner = _e(text)
+        if i in code and tag == "td":
+            inner = f"<code>{inner}</code>"
+        return f"<{tag}{klass}>{inner}</{tag}>"
+
+    head = "<tr>" + "".join(cell("th", i, h) for i, h in enumerate(headers)) + "</tr>"
+    body = []
+    for n, row in enumerate(rows):
+        klass = row_classes[n] if row_classes else ""
+        attr = f' class="{_e(klass)}"' if klass else ""
+        body.append(f"<tr{attr}>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>")
+    return (
+        f'<div class="scroll"><table><thead>{head}</thead><tbody>{"".join(body)}</tbody>'
+        "</table></div>"
+    )
+
+
+def _share(metric: str, value: float, total: float) -> str:
+    text = fmt_metric(metric, float(value))
+    if total and math.isfinite(total) and math.isfinite(value):
+        text += f" ({value / total:.1%})"
+    return text
+
+
+def _point_label(run: RunContents, point: int) -> str:
+    params = run.scenario_set.points[point].params
+    return _params(params) if params else "mean per replica"
+
+
+def _params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_value(v)}" for k, v in params.items())
+
+
+def _value(value: Any) -> str:
+    """A number as a user writes it: 4 not 4.0, 0.5 not 0.50000001."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}" if abs(value) >= 1e4 else str(int(value))
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _si(value: float) -> str:
+    """7.0e9 → 7B, 1.4e12 → 1.4T."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g}{suffix}"
+    return f"{value:g}"
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
