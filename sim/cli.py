@@ -795,7 +795,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
     "--figure",
     type=click.Path(path_type=Path),
     metavar="PATH",
-    help="Where to write the time-to-train figure [RUN_B/compare.png].",
+    help="Where to write the time-to-train figure [RUN_B/compare-with-<RUN_A id>.png].",
 )
 @click.option("--no-figure", is_flag=True, help="Write no figure.")
 @json_option

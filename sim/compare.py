@@ -25,7 +25,15 @@ from sim.scenario import ScenarioError, read_yaml
 REQUIRED = ("point", "replica", "seed", "finished", "time_to_train_days")
 IDENTITY = frozenset({"scenario", "point", "replica", "seed", "finished", "error"})
 FINISHED = "finished_fraction"  # the share of replicas that finished: compared first
-DEFAULT_FIGURE = "compare.png"  # written into RUN_B unless --figure says otherwise
+# written into RUN_B unless --figure says otherwise, named after run A (the report of B
+# shows it with the other run's id)
+FIGURE_PREFIX = "compare-with-"
+
+
+def default_figure_name(run_a: Path) -> str:
+    return f"{FIGURE_PREFIX}{run_a.name}.png"
+
+
 MAX_PANELS = 12  # a figure with more matched points shows the first twelve
 
 
@@ -181,6 +189,18 @@ def open_run(path: str | Path, label: str) -> Run:
         )
     if table.empty:
         raise ScenarioError(str(table_path), "", f"run {label}: the replica table has no rows")
+    wrong = [
+        c
+        for c in REQUIRED
+        if not (pd.api.types.is_numeric_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c]))
+    ]
+    if wrong:
+        raise ScenarioError(
+            str(table_path),
+            "",
+            f"run {label}: the columns {', '.join(wrong)} are not numbers: expected the replica "
+            "table of `trainsim run`",
+        )
     return Run(label, path, manifest, table, _swept_keys(path, table))
 
 
@@ -581,7 +601,7 @@ def fmt_metric(metric: str, value: float, signed: bool = False) -> str:
     if metric == FINISHED:
         return f"{sign}{magnitude:.1%}"
     if analysis.unit_of(metric) == "USD":
-        return f"{sign}${magnitude:,.0f}"
+        return "$0" if round(magnitude) == 0 else f"{sign}${magnitude:,.0f}"
     if magnitude < 1e-9:
         return "0"
     if magnitude >= 1e4:
@@ -663,13 +683,18 @@ def figure(comparison: Comparison) -> Figure:
 
 
 def write_figure(comparison: Comparison, path: str | Path | None = None) -> Path:
-    """Save the figure (default: compare.png in RUN_B) or raise a ScenarioError naming the
+    """Save the figure (default: compare-with-<run A>.png in RUN_B) or raise a ScenarioError naming the
     path that cannot be written."""
-    path = Path(path) if path is not None else comparison.b.path / DEFAULT_FIGURE
+    path = (
+        Path(path)
+        if path is not None
+        else comparison.b.path / default_figure_name(comparison.a.path)
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        figure(comparison).savefig(path, dpi=110, format="png")
-    except OSError as exc:
+        # the format follows the file's suffix (png, pdf, svg, ...); PNG without one
+        figure(comparison).savefig(path, dpi=110, format=None if path.suffix else "png")
+    except (OSError, ValueError) as exc:
         raise ScenarioError(
             "--figure",
             str(path),

@@ -16,7 +16,8 @@ from matplotlib.ticker import StrMethodFormatter
 # status -> (label, marker, colour, size); drawn in this order, the chosen point on top
 STYLES = {
     "infeasible": ("infeasible (misses the deadline)", "X", "#c44e52", 46),
-    "dominated": ("dominated (feasible, worse {objective})", "s", "#8c8c8c", 34),
+    "dominated": ("dominated (worse {objective} than a feasible point)", "s", "#8c8c8c", 34),
+    "unproven": ("meets the deadline by the estimate, not at 95% confidence", "o", "#9ccfa8", 38),
     "feasible": ("feasible", "o", "#55a868", 42),
     "chosen": ("chosen", "*", "#f2b701", 320),
 }

@@ -35,7 +35,7 @@ FIRST_REPLICAS = 32  # every point's first batch
 MAX_REPLICAS = 512  # a point never gets more
 PRECISION = 0.001  # points within ±0.1% of the incumbent's objective are as good as tied
 Z95 = 1.959963984540054  # two-sided 95%: each bound alone is one-sided 97.5%
-STATUSES = ("chosen", "feasible", "infeasible", "dominated")
+STATUSES = ("chosen", "feasible", "unproven", "infeasible", "dominated")
 
 # What the race reads of each replica (the rest of the row goes to the run directory only).
 RACE_COLUMNS = ["point", "replica", "error", "finished", "time_to_train_days", "cost_usd"]
@@ -337,12 +337,14 @@ def outcome(
             status, dropped_round = result.dropped[index]
         elif sample.p_meet < quantile:
             status, dropped_round = "infeasible", None
+        elif p_low < quantile:  # meets it by the estimate, not at 95% confidence
+            status, dropped_round = "unproven", None
         else:
             status, dropped_round = "feasible", None
         difference = (math.nan,) * 3
         if chosen is not None and index != chosen:
             difference = paired_difference(sample, samples[chosen], direction)
-            if status == "feasible" and difference[1] > 0:
+            if status in ("feasible", "unproven") and difference[1] > 0:
                 status = "dominated"  # at the end, by the chosen point (still in the race)
         records.append(
             {
@@ -367,7 +369,7 @@ def outcome(
                 "finished_fraction": float(finished.mean()) if finished.size else math.nan,
             }
         )
-    order = {status: i for i, status in enumerate(("chosen", "feasible", "dominated"))}
+    order = {status: i for i, status in enumerate(("chosen", "feasible", "unproven", "dominated"))}
     records.sort(
         key=lambda r: (
             order.get(r["status"], 3),

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim import __version__, analysis, perf
 from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS
-from sim.compare import DEFAULT_FIGURE, fmt_metric
+from sim.compare import FIGURE_PREFIX, fmt_metric
 from sim.scenario import Scenario, ScenarioError, ScenarioSet, load_scenario
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -47,7 +48,6 @@ FIGURE_TITLES = {
     "sweep_time_to_train_days.png": "Mean time to train across the sweep, with 95% CI",
     "sweep_lost_work_hours.png": "Mean lost work across the sweep, with 95% CI",
     "pareto.png": "Plan: time to train against cost, and the Pareto front",
-    DEFAULT_FIGURE: "Comparison with another run (trainsim compare)",
 }
 
 # A sweep of many points: the tables with a column (or a summary) per point show the first
@@ -130,29 +130,15 @@ def load(run_dir: str | Path) -> RunContents:
     table = summary = None
     replicas = errors = 0
     if table_path.is_file():
-        keys = scenario_set.swept_keys
-        names = pq.read_schema(table_path).names
-        wanted = [
-            "point",
-            "finished",
-            "error",
-            "time_to_train_days",
-            "downtime_hours",
-            "failures",
-            "cost_usd",
-            *(c for c, _ in COST_PARTS + DOWNTIME_PARTS),
-            *(c for c in names if c.startswith("failures_")),
-            *keys,
-        ]
-        columns = [c for c in dict.fromkeys(wanted) if c in names]
-        rows = pd.read_parquet(table_path, columns=columns)
-        replicas = len(rows)
-        if "error" in rows:
-            failed = rows["error"].fillna("") != ""
-            errors = int(failed.sum())
-            rows = rows[~failed]
-        table = rows
-        summary = analysis.summarize_file(table_path, keys)
+        try:
+            table, replicas, errors, summary = _read_table(table_path, scenario_set.swept_keys)
+        except (OSError, ValueError, TypeError, KeyError, pa.ArrowException) as exc:
+            raise ScenarioError(
+                str(table_path),
+                "",
+                f"cannot read the replica table ({exc}): expected the replicas.parquet "
+                "written by `trainsim run`",
+            ) from None
     plan = None
     if (path / "plan.json").is_file():
         try:
@@ -163,10 +149,46 @@ def load(run_dir: str | Path) -> RunContents:
     figures = sorted(
         (path / "figures").glob("*.png"),
         key=lambda f: (known.index(f.name) if f.name in known else len(known), f.name),
-    ) + sorted(path.glob("compare*.png"))
+    ) + sorted(path.glob(f"{FIGURE_PREFIX}*.png"))
     return RunContents(
         path, manifest, scenario_set, table, replicas, errors, summary, plan, figures
     )
+
+
+def _read_table(table_path: Path, keys: list[str]) -> tuple[pd.DataFrame, int, int, pd.DataFrame]:
+    """The rows the report shows (error rows left out), the replica and error counts, and the
+    summary of the replica table."""
+    names = pq.read_schema(table_path).names
+    wanted = [
+        "point",
+        "finished",
+        "error",
+        "time_to_train_days",
+        "downtime_hours",
+        "failures",
+        "cost_usd",
+        *(c for c, _ in COST_PARTS + DOWNTIME_PARTS),
+        *(c for c in names if c.startswith("failures_")),
+        *keys,
+    ]
+    columns = [c for c in dict.fromkeys(wanted) if c in names]
+    rows = pd.read_parquet(table_path, columns=columns)
+    wrong = [
+        c
+        for c in rows.columns
+        if c not in ("error", *keys)
+        and not (pd.api.types.is_numeric_dtype(rows[c]) or pd.api.types.is_bool_dtype(rows[c]))
+    ]
+    if wrong:
+        raise ValueError(f"the columns {', '.join(wrong)} are not numbers")
+    replicas, errors = len(rows), 0
+    if "error" in rows:
+        failed = rows["error"].fillna("") != ""
+        errors = int(failed.sum())
+        rows = rows[~failed]
+    table = rows
+    summary = analysis.summarize_file(table_path, keys)
+    return table, replicas, errors, summary
 
 
 # --------------------------------------------------------------------------- the page
@@ -746,6 +768,9 @@ def _figures_section(run: RunContents) -> str:
     for path in run.figures:
         data = path.read_bytes()
         title = FIGURE_TITLES.get(path.name, path.stem.replace("_", " "))
+        if path.name.startswith(FIGURE_PREFIX):
+            other = path.stem.removeprefix(FIGURE_PREFIX)
+            title = f"Comparison with run {other} (trainsim compare; B is this run)"
         if not data.startswith(PNG_SIGNATURE):
             parts.append(f"<p class='warning'>{_e(path.name)} is not a PNG file: left out.</p>")
             continue

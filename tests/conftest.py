@@ -127,6 +127,8 @@ TIMELINE_DOWNTIME = (
     "wait for storage",
     "maintenance",
     "health check",
+    "wait for on-call",
+    "load corrupt checkpoint",
     *TIMELINE_NODE_WAITS,
 )
 

@@ -198,13 +198,29 @@ class FailureRouter:
             return
         self.ledger.failures[failure.class_index] += 1
         if self.silent[failure.class_index]:  # nobody notices until its detection
-            found = replace(
-                failure,
-                time_s=failure.time_s + failure.detect_s,
-                detect_s=0.0,
-                since_s=failure.time_s,
-            )
-            self.job.env.timeout(failure.detect_s).callbacks.append(lambda _: self.route(found))
+            cluster = self.job.cluster
+            node_ids = [int(cluster.slot_node[slot]) for slot in failure.nodes]
+
+            def found(_) -> None:
+                if self.job.progress.corruption_gone(failure.time_s):
+                    return  # a recovery since restarted from before it: nothing left to find
+                # the faulty node leaves only if it still serves where it struck
+                nodes = tuple(
+                    slot
+                    for slot, node in zip(failure.nodes, node_ids)
+                    if cluster.slot_node[slot] == node
+                )
+                self.route(
+                    replace(
+                        failure,
+                        time_s=failure.time_s + failure.detect_s,
+                        detect_s=0.0,
+                        since_s=failure.time_s,
+                        nodes=nodes,
+                    )
+                )
+
+            self.job.env.timeout(failure.detect_s).callbacks.append(found)
             if self.faults_matter:
                 self._count_lemon(failure)
             return

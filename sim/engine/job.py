@@ -18,6 +18,7 @@ traced by `Progress` when its work is kept or lost.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -38,6 +39,9 @@ from sim.engine.policies import POLICIES
 from sim.engine.progress import Progress
 from sim.engine.slowdown import StepTime
 from sim.engine.stretch import Stretch
+
+if TYPE_CHECKING:
+    from sim.engine.stragglers import Stragglers
 
 
 class HorizonReached(Exception):
@@ -75,6 +79,7 @@ class Job:
         self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
         self.health_rng: np.random.Generator | None = None  # set when health checks run
         self.process: simpy.Process | None = None
+        self.stragglers: Stragglers | None = None  # set when the scenario has stragglers
         # sync checkpoints validated with corruption possible: a corrupt one is rewritten
         self._rewrites = plan.validate and plan.corrupt_prob > 0 and plan.mode == "sync"
 
@@ -103,6 +108,14 @@ class Job:
         drained at the checkpoint the job is heading for anyway)."""
         if self.running and self._computing:
             self.process.interrupt(CheckpointWanted(self.env.now))
+
+    def slot_left(self, slot: int) -> None:
+        """The node in `slot` left the job (failed, drained, the job shrank): nothing there is
+        to be drained any more, and a straggler there is gone."""
+        if self.caught:
+            self.caught.pop(slot, None)
+        if self.stragglers is not None:
+            self.stragglers.left(slot)
 
     def drain_at_checkpoint(self, slot: int, node: int, class_index: int) -> None:
         """A detector named the node in `slot` (a straggler): drain it at the next checkpoint."""
@@ -147,8 +160,6 @@ class Job:
                 failure = outcome
                 while failure is not None:
                     failures = yield from self._detect(failure)
-                    if self.progress.kept is not None:
-                        self._roll_back(failures)
                     if self.plan.oncall is not None:
                         yield from self._wait_for_oncall(failures)
                     yield from self._replace(failures)
@@ -278,13 +289,17 @@ class Job:
 
     def _rewrite_checkpoint(self, nodes: int):
         """Validation read a corrupt checkpoint back: write it again and read it back again
-        (checkpoint stall; the job waits, as for any sync checkpoint)."""
+        (checkpoint stall, traced as training: the job waits, as for any sync checkpoint). A
+        failure meanwhile leaves it corrupt: the job knows, and rolls back past it."""
         self.ledger.checkpoints_corrupt += 1
-        return (
-            yield from self._hold(
-                self.plan.snapshot_s(nodes), "checkpoint_stall_s", "rewrite corrupt checkpoint"
-            )
+        failure = yield from self._hold(
+            self.plan.snapshot_s(nodes), "checkpoint_stall_s", "train", checkpoint_rewrite=True
         )
+        if failure is None:
+            self.progress.rewritten()
+        else:
+            self.progress.discard_newest()
+        return failure
 
     def _detect(self, first: Failure):
         """Hold until the first failure is noticed; failures meanwhile merge into it."""
@@ -302,7 +317,10 @@ class Job:
     def _roll_back(self, failures: list[Failure]) -> None:
         """Recoveries that restart before the newest checkpoint: a loss spike goes back
         `rollback_checkpoints`, a silent corruption to the newest checkpoint taken before it
-        (only when the kept checkpoints are tracked)."""
+        (only when the kept checkpoints are tracked). Applied to every failure the recovery
+        handles, also those that arrive while the job is down."""
+        if self.progress.kept is None:
+            return
         classes = self.plan.failure_classes
         for failure in failures:
             if failure.since_s is not None:
@@ -324,6 +342,7 @@ class Job:
 
     def _replace(self, failures: list[Failure]):
         """Failed nodes leave for repair; spares fill in; the policy may wait for more nodes."""
+        self._roll_back(failures)
         for failure in failures:
             self._send_to_repair(failure)
         while True:
@@ -343,6 +362,7 @@ class Job:
                 )
             finally:  # also when the horizon ends the wait
                 self._waiting_for_nodes = False
+            self._roll_back(merged)
             for failure in merged:
                 self._send_to_repair(failure)
 
@@ -357,6 +377,7 @@ class Job:
             merge=merged.append,
         )
         self.cluster.draw_from_pools(self.plan.nodes - self.cluster.available)
+        self._roll_back(merged)
         for failure in merged:
             self._send_to_repair(failure)
 

@@ -96,6 +96,10 @@ class Progress:
         self.deleted_any = False  # keep_last deleted an older checkpoint
         self.corrupt_u: np.ndarray | None = None  # a uniform per checkpoint written (by index)
         self.corrupt_rng: np.random.Generator | None = None
+        # when the state the job trains on was taken: (wall time of each reset to a durable
+        # checkpoint, when that checkpoint's state was taken), to tell whether a silent
+        # corruption found later is still in it
+        self.resets: list[tuple[float, float]] = []
 
     # ---- the kept checkpoints (loss spikes, silent corruption, corrupt checkpoints)
 
@@ -143,7 +147,8 @@ class Progress:
             self._restore_oldest()
 
     def roll_back_before(self, since_s: float) -> None:
-        """Silent corruption since `since_s`: restart from the newest checkpoint taken before it."""
+        """Silent corruption since `since_s`: restart from the newest checkpoint taken before it;
+        from the start when keep_last deleted it (every kept checkpoint holds corrupt state)."""
         history = self.kept
         for entry in reversed(history):
             if entry.made_s <= since_s:
@@ -152,7 +157,44 @@ class Progress:
                 self.restore(entry)
                 return
         self.ledger.rollbacks_beyond_newest += 1
-        self._restore_oldest()
+        if self.deleted_any:
+            self.ledger.rollback_exhausted += 1
+        self.restore(START)
+
+    def corruption_gone(self, since_s: float) -> bool:
+        """Whether a silent corruption at `since_s` is no longer in the job's state: a recovery
+        after it restarted from a checkpoint taken before it."""
+        for reset_s, made_s in reversed(self.resets):
+            if reset_s < since_s:
+                return False
+            if made_s <= since_s:
+                return True
+        return False
+
+    def durable_made_s(self) -> float:
+        """When the state of the durable checkpoint was taken (0: the start; the current time
+        when it is not among the kept ones, e.g. a backup)."""
+        history = self.kept
+        if self.durable_step == 0:
+            return 0.0
+        if history and history[-1].step == self.durable_step:
+            return history[-1].made_s
+        return self.env.now
+
+    def discard_newest(self) -> None:
+        """The newest checkpoint is known corrupt (validation found it and its rewrite did not
+        finish): restart from the previous kept one, or the start."""
+        history = self.kept
+        if history and history[-1].step == self.durable_step:
+            history.pop()
+        self.restore(history[-1] if history else START)
+
+    def rewritten(self) -> None:
+        """The newest checkpoint was rewritten after validation: its kept sums include the
+        rewrite (a rollback to it keeps the rewrite)."""
+        history = self.kept
+        if history and history[-1].step == self.durable_step:
+            history[-1] = replace(history[-1], stall_s=self.ledger.checkpoint_stall_s)
 
     def _restore_oldest(self) -> None:
         """The wanted checkpoint is older than any kept: with every checkpoint since the start
@@ -200,6 +242,9 @@ class Progress:
         while history and history[-1].step > entry.step:
             history.pop()
         self.durable_step = self.resume_step = entry.step
+        self.resets.append((self.env.now, entry.made_s))
+        if self.storage is not None:  # copies of the abandoned checkpoints are no fallback
+            self.storage.drop_backups_after(entry.step)
 
     def trace(self, name: str, start_s: float, duration_s: float, **args) -> None:
         record(self.timeline, name, start_s, duration_s, **args)
@@ -462,6 +507,8 @@ class Progress:
         self.pending = None
         self.resume_step = self.durable_step
         self.from_memory = False
+        if self.kept is not None:
+            self.resets.append((self.env.now, self.durable_made_s()))
 
     def carry(self, stretch: Stretch, position, elapsed_s: float) -> None:
         """The step time changes mid-stretch: keep what is durable and carry the rest

@@ -188,6 +188,9 @@ def simulate_replica(
         if plan.stragglers is not None
         else None
     )
+    job.stragglers = stragglers
+    if plan.stragglers is not None or plan.health_checks is not None:
+        cluster.on_left = job.slot_left  # nodes to drain, stragglers: gone with their node
     job_ref.append(job)
     router = FailureRouter(ledger, job)
     router_ref.append(router)

@@ -68,6 +68,11 @@ class Storage:
         self._free_at_s = done
         self.backups.append(Backup(step, durable_s, done, kept))
 
+    def drop_backups_after(self, step: int) -> None:
+        """The job rolled back to `step`: copies of later checkpoints hold abandoned state."""
+        if self.backups and self.backups[-1].step > step:
+            self.backups = [backup for backup in self.backups if backup.step <= step]
+
     def newest_backup(self) -> Backup | None:
         now = self.env.now
         for backup in reversed(self.backups):

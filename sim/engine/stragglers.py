@@ -51,7 +51,6 @@ class Stragglers:
         self.active: dict[int, tuple[int, float]] = {}  # slot -> (node, slowdown)
         self._since_s: float | None = None  # at least one straggler since then
         self._hours_s = 0.0
-        cluster.on_left = self._left
 
     def start(self) -> None:
         self.env.process(self._onsets())
@@ -97,11 +96,14 @@ class Stragglers:
             self.job.drain_at_checkpoint(slot, node, self.repair_class)
 
     def _end(self, slot: int, node: int) -> None:
+        """The condition cleared by itself: nothing to drain any more."""
         if self.active.get(slot, (None,))[0] == node:
             del self.active[slot]
+            if self.job.caught.get(slot) == (node, self.repair_class):
+                del self.job.caught[slot]
             self._changed()
 
-    def _left(self, slot: int) -> None:
+    def left(self, slot: int) -> None:
         """A node left the job's slot `slot` (failed, drained): a straggler there is gone."""
         if slot in self.active:
             del self.active[slot]

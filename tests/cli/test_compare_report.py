@@ -141,7 +141,7 @@ def test_compare_pairs_replicas_of_one_seed_and_the_numbers_are_the_tables(runs)
     assert pair["metrics"]["finished_fraction"]["difference"] == 0
     # every metric of the table is compared
     assert set(pair["metrics"]) >= {"time_to_train_days", "goodput", "failures_gpu", "cost_usd"}
-    assert Path(doc["figure"]) == runs["B"] / "compare.png"
+    assert Path(doc["figure"]) == runs["B"] / f"compare-with-{runs['A'].name}.png"
 
     # the table says the same
     r = trainsim("compare", str(runs["A"]), str(runs["B"]))
@@ -156,7 +156,7 @@ def test_compare_pairs_replicas_of_one_seed_and_the_numbers_are_the_tables(runs)
     assert rows_of(r.stdout)["goodput"][5].startswith("A (higher)")
     assert "figure: " in r.stdout
 
-    figure = (runs["B"] / "compare.png").read_bytes()
+    figure = (runs["B"] / f"compare-with-{runs['A'].name}.png").read_bytes()
     assert is_png(figure)
     width, height = Image.open(io.BytesIO(figure)).size
     assert width > 600 and height > 400
@@ -179,7 +179,7 @@ def test_compare_uses_welch_when_the_seeds_differ(runs, tmp_path):
         (c.mean() - a.mean() - half, c.mean() - a.mean() + half), rel=1e-9
     )
     assert is_png(figure.read_bytes())
-    assert not (runs["C"] / "compare.png").exists()  # --figure replaces the default
+    assert not list(runs["C"].glob("compare-with-*.png"))  # --figure replaces the default
     r = trainsim("compare", str(runs["A"]), str(runs["C"]), "--no-figure")
     assert r.code == 0 and "Welch's t interval" in " ".join(r.stdout.split())
     assert "20 / 20" in r.stdout
@@ -265,6 +265,44 @@ def test_compare_refuses_bad_input_with_exit_2(runs, tmp_path):
         assert "Traceback" not in err and r.stdout == ""
 
 
+def damaged_copies(run: Path, root: Path) -> list[tuple[Path, str]]:
+    """Copies of a run whose replica table is not one `trainsim run` writes: not parquet,
+    and columns the commands read with strings in them; with what the error must say."""
+    cases = []
+    garbled = root / "garbled"
+    shutil.copytree(run, garbled)
+    (garbled / "replicas.parquet").write_bytes(b"not parquet at all")
+    cases.append((garbled, "replica table"))
+    for column in ("time_to_train_days", "point", "finished"):
+        copy = root / f"text-{column}"
+        shutil.copytree(run, copy)
+        t = table(run)
+        t[column] = t[column].astype(str)
+        t.to_parquet(copy / "replicas.parquet")
+        cases.append((copy, f"{column} are not numbers"))
+    return cases
+
+
+def test_compare_and_report_refuse_a_damaged_table_with_exit_2(runs, tmp_path):
+    for damaged, what in damaged_copies(runs["A"], tmp_path):
+        for args in (["compare", str(runs["A"]), str(damaged)], ["report", str(damaged)]):
+            r = trainsim(
+                *args,
+                "--no-figure" if args[0] == "compare" else "--out",
+                *([] if args[0] == "compare" else [str(tmp_path / "r.html")]),
+            )
+            err = " ".join(r.stderr.split())
+            assert r.code == 2, (args, r.stderr)
+            assert str(damaged) in err and what in err, (args, err)
+            assert "Traceback" not in err
+
+
+def test_compare_writes_the_figure_in_the_format_of_its_suffix(runs, tmp_path):
+    r = trainsim("compare", str(runs["A"]), str(runs["B"]), "--figure", str(tmp_path / "c.svg"))
+    assert r.code == 0, r.stderr
+    assert (tmp_path / "c.svg").read_text().lstrip().startswith("<?xml")
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -303,8 +341,8 @@ def parse(text: str) -> Page:
 
 
 def test_report_is_one_self_contained_page(runs, tmp_path):
-    run = runs["B"]  # compare wrote B/compare.png in an earlier test, or here
-    if not (run / "compare.png").exists():
+    run = runs["B"]  # compare wrote its figure into B in an earlier test, or here
+    if not (run / f"compare-with-{runs['A'].name}.png").exists():
         assert trainsim("compare", str(runs["A"]), str(run)).code == 0
     r = trainsim("report", str(run))
     assert r.code == 0, r.stderr
@@ -315,7 +353,7 @@ def test_report_is_one_self_contained_page(runs, tmp_path):
     assert set(page.sections) >= SECTIONS
     assert "sweep" not in page.sections and "plan" not in page.sections
     assert page.external == [] and page.scripts == 0
-    pngs = sorted((run / "figures").glob("*.png")) + [run / "compare.png"]
+    pngs = sorted((run / "figures").glob("*.png")) + [run / f"compare-with-{runs['A'].name}.png"]
     assert len(page.images) == len(pngs) >= 4
     for src in page.images:
         prefix = "data:image/png;base64,"
@@ -436,7 +474,7 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 )
 def test_chromium_renders_the_report_with_its_images(runs, tmp_path):
     run = runs["B"]
-    assert trainsim("compare", str(runs["A"]), str(run)).code == 0  # B/compare.png
+    assert trainsim("compare", str(runs["A"]), str(run)).code == 0  # B/compare-with-A.png
     report = tmp_path / "report.html"
     assert trainsim("report", str(run), "--out", str(report)).code == 0
     expected = len(parse(report.read_text()).images)

@@ -125,7 +125,7 @@ def test_plan_json_has_the_documented_schema(planned):
     for c in doc["candidates"]:
         assert fields <= set(c)
         assert c["status"] in planner.STATUSES
-        if c["status"] in ("chosen", "feasible"):
+        if c["status"] in ("chosen", "feasible", "unproven"):
             assert c["dropped_round"] is None
         elif c["dropped_round"] is not None:  # left the race, or judged at its end
             assert 1 <= c["dropped_round"] <= len(doc["rounds"])

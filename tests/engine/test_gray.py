@@ -17,7 +17,7 @@ import pytest
 from sim.engine import Failure, StragglerOnset, build_plan, simulate_replica
 from sim.engine.progress import Progress
 from sim.scenario import ScenarioError
-from tests.conftest import identity_error, tiny
+from tests.conftest import identity_error, timeline_problems, tiny
 
 WRITE_S, LOAD_S, RESTART_S, DETECT_S = 10.0, 5.0, 600.0, 60.0
 IDEAL_S = 1000.0
@@ -36,6 +36,7 @@ def run(injected, **changes):
     r = simulate_replica(build_plan(tiny(**changes)), 0, 1, injected=injected, timeline=True)
     assert r.finished
     assert identity_error(r) < 1e-9
+    assert timeline_problems(r) == []
     return r
 
 
@@ -284,3 +285,84 @@ def test_a_detected_straggler_is_drained_at_the_next_checkpoint():
         **{**changes, "stragglers": slow(detect_hours=1 / 60, detect_threshold=0.6)},
     )
     assert blind.slowdown_hours == pytest.approx(never.slowdown_hours)
+
+
+# ---- regressions: rollbacks that meet other recoveries
+
+
+SDC = {"name": "sdc", "scope": "job", "mtbf_hours": NEVER, "silent": True, "detect_hours": 1}
+
+
+def sdc(t: float, found_after_s: float) -> Failure:
+    return Failure(0, "sdc", t, (), found_after_s, False, 0.0)
+
+
+def test_silent_corruption_found_while_the_job_waits_for_nodes_still_rolls_back():
+    node = {
+        "name": "node",
+        "scope": "node",
+        "mtbf_hours": NEVER,
+        "detect_minutes": 1,
+        "repair_hours": 1,
+    }
+    node_failure = Failure(1, "node", 500.0, (0,), 60.0, True, 3600.0, scope="node")
+    alone = run([node_failure], failures=[SDC, node])
+    both = run([sdc(150.0, 600.0), node_failure], failures=[SDC, node])
+    # found at 750 s, during the wait for a repaired node: back to step 100 (durable at
+    # 110 s, taken before the corruption), so the kept checkpoints 2-4 (330 s) are lost too
+    assert alone.lost_work_hours * 3600 == pytest.approx(500 - 440)
+    assert both.lost_work_hours * 3600 == pytest.approx(500 - 440 + 330)
+    assert both.rollbacks_beyond_newest == 1
+
+
+def test_silent_corruption_a_recovery_already_undid_is_not_found_again():
+    crash = klass(name="crash")
+    # the crash at 200 s restarts from step 100 (taken at 100 s, before the corruption at
+    # 150 s): the corrupt state is gone, and its late "detection" finds nothing
+    plain = run([strike(200.0, index=1, name="crash")], failures=[SDC, crash])
+    both = run([sdc(150.0, 1500.0), strike(200.0, index=1, name="crash")], failures=[SDC, crash])
+    assert both.lost_work_hours == pytest.approx(plain.lost_work_hours)
+    assert both.wall_hours == pytest.approx(plain.wall_hours)
+    assert both.rollbacks_beyond_newest == 0 and both.failures == 2
+
+
+def test_silent_corruption_past_what_keep_last_kept_restarts_from_the_start():
+    # every kept checkpoint was taken after the corruption: none is clean
+    r = run(
+        [sdc(150.0, 500.0)],
+        failures=[SDC],
+        checkpoint={"interval_steps": 100, "state_bytes_per_param": 10, "keep_last": 2},
+    )
+    assert r.lost_work_hours * 3600 == pytest.approx(650.0)
+    assert (r.rollbacks_beyond_newest, r.rollback_exhausted) == (1, 1)
+
+
+def test_a_failure_during_a_rewrite_rolls_back_past_the_corrupt_checkpoint():
+    base = {
+        "interval_steps": 100,
+        "state_bytes_per_param": 10,
+        "corrupt_prob": 0.01,
+        "validate": True,
+    }
+    with corrupt_only(3):
+        # checkpoint 3 (step 300) is written and read back by 345 s, found corrupt, and its
+        # rewrite (15 s) is cut short at 352 s: the restart is from step 200 (durable at 230 s)
+        r = run([strike(352.0)], failures=[klass()], checkpoint=base)
+    assert r.lost_work_hours * 3600 == pytest.approx(352 - 230)
+    assert r.checkpoints_corrupt == 1
+
+
+def test_a_straggler_that_clears_before_its_drain_is_not_drained():
+    changes = dict(
+        cluster={
+            "gpu": {"name": "test", "peak_tflops": 2.0},
+            "nodes": 2,
+            "gpus_per_node": 2,
+            "spare_nodes": 1,
+        },
+        stragglers=slow(detect_hours=1 / 60),
+    )
+    # detected at 210 s, cleared at 220 s, before the checkpoint at 280 s
+    r = run([StragglerOnset(150.0, slot=0, slowdown=0.5, clear_s=70.0)], **changes)
+    assert r.nodes_drained == 0 and r.restarts == 0
+    assert r.straggler_hours * 3600 == pytest.approx(70.0)
