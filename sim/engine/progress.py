@@ -94,6 +94,7 @@ class Progress:
         # the kept checkpoints, oldest first, when recovery may roll back past the newest
         self.kept: deque[Kept] | None = deque(maxlen=plan.keep_last) if plan.keeps_history else None
         self.deleted_any = False  # keep_last deleted an older checkpoint
+        self.evicted: Kept | None = None  # the last one deleted (until the newest is safe)
         self.corrupt_u: np.ndarray | None = None  # a uniform per checkpoint written (by index)
         self.corrupt_rng: np.random.Generator | None = None
         # when the state the job trains on was taken: (wall time of each reset to a durable
@@ -129,6 +130,7 @@ class Progress:
         history = self.kept
         if len(history) == history.maxlen:
             self.deleted_any = True
+            self.evicted = history[0]
         corrupt = not self.plan.validate and self.is_corrupt(index)
         history.append(Kept(step, made_s, *kept, corrupt))
 
@@ -183,11 +185,15 @@ class Progress:
 
     def discard_newest(self) -> None:
         """The newest checkpoint is known corrupt (validation found it and its rewrite did not
-        finish): restart from the previous kept one, or the start."""
+        finish): restart from the previous one, which is deleted only once the newest is
+        validated (so even keep_last 1 has it), or the start."""
         history = self.kept
         if history and history[-1].step == self.durable_step:
             history.pop()
-        self.restore(history[-1] if history else START)
+        if history:
+            self.restore(history[-1])
+        else:
+            self.restore(self.evicted or START)
 
     def rewritten(self) -> None:
         """The newest checkpoint was rewritten after validation: its kept sums include the
@@ -241,6 +247,8 @@ class Progress:
         history = self.kept
         while history and history[-1].step > entry.step:
             history.pop()
+        if self.evicted is not None and self.evicted.step >= entry.step:
+            self.evicted = None  # not before the restart point: no fallback for it
         self.durable_step = self.resume_step = entry.step
         self.resets.append((self.env.now, entry.made_s))
         if self.storage is not None:  # copies of the abandoned checkpoints are no fallback
@@ -388,8 +396,8 @@ class Progress:
                     if self.storage.wants_backup(before[3] + j):
                         step_j, kept = kept_at(j)
                         self.storage.checkpoint_durable(step_j, t0 + stretch.durable_s(j), kept)
-            if self.kept is not None:  # only the newest keep_last can matter
-                first = max(1, position.checkpoints - self.plan.keep_last + 1)
+            if self.kept is not None:  # only the newest keep_last (and the one before) matter
+                first = max(1, position.checkpoints - self.plan.keep_last)
                 if first > 1:  # the stretch's older checkpoints are deleted already
                     self.deleted_any = True
                 for j in range(first, position.checkpoints + 1):
@@ -588,6 +596,7 @@ class Progress:
         if self.kept is not None:  # the tier's checkpoints are gone; the backup is not kept here
             self.kept.clear()
             self.deleted_any = True
+            self.evicted = None
         if self.timeline is not None:
             self._unkeep(unsafe_compute + unsafe_other, running)
         if running:
