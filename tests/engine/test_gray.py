@@ -337,12 +337,16 @@ def test_silent_corruption_past_what_keep_last_kept_restarts_from_the_start():
     assert (r.rollbacks_beyond_newest, r.rollback_exhausted) == (1, 1)
 
 
-def test_a_failure_during_a_rewrite_rolls_back_past_the_corrupt_checkpoint():
+@pytest.mark.parametrize("keep_last", [1, 5])
+def test_a_failure_during_a_rewrite_rolls_back_past_the_corrupt_checkpoint(keep_last):
+    # the previous checkpoint is deleted only once the new one is validated: even keep_last 1
+    # can fall back to it
     base = {
         "interval_steps": 100,
         "state_bytes_per_param": 10,
         "corrupt_prob": 0.01,
         "validate": True,
+        "keep_last": keep_last,
     }
     with corrupt_only(3):
         # checkpoint 3 (step 300) is written and read back by 345 s, found corrupt, and its
