@@ -1,4 +1,6 @@
-"""Adversarial input through the real CLI (`python -m sim` in a subprocess).
+"""Adversarial input through the CLI: every case in this process (`sim.cli.main`, as the
+`trainsim` entry point calls it), and a few through the real command (`python -m sim` in
+a subprocess, with a time limit), so that the process's own exit path is exercised too.
 
 Every case must be refused as bad input before anything is simulated: exit code 2,
 a short `error:` message naming the key path where there is one, no traceback, no
@@ -22,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, cli_in_process
 
 BASE = ROOT / "scenarios/llama7b-128.yaml"
 FABRIC = ROOT / "scenarios/llama70b-1k-fabric.yaml"
@@ -95,7 +97,6 @@ class Case:
     files: dict[str, str | bytes | Callable[[], str | bytes]] = field(default_factory=dict)
     words: list[str] = field(default_factory=list)  # each must appear on stderr
     stdout_words: list[str] = field(default_factory=list)
-    lead: bool = False  # fixed in cli.py / elsewhere by the lead, not in sim/scenario.py
 
 
 INF, NAN = float("inf"), float("nan")
@@ -252,12 +253,12 @@ CASES: dict[str, Case] = {
     "grid of 100**4 points": Case(
         ["run", "{s}", *RUN], {"s": grid_100_to_the_4}, ["sweep", "10,000"]
     ),
-    # ---------------------------------------------------------------- the lead's parts
+    # ---------------------------------------------------------------- refused by the CLI and the calculator
     "--seed 2**64 run": Case(
-        ["run", "{s}", *RUN, "--seed", str(2**64)], {"s": dump(base_doc())}, ["--seed"], lead=True
+        ["run", "{s}", *RUN, "--seed", str(2**64)], {"s": dump(base_doc())}, ["--seed"]
     ),
     "--seed 2**63 run": Case(
-        ["run", "{s}", *RUN, "--seed", str(2**63)], {"s": dump(base_doc())}, ["--seed"], lead=True
+        ["run", "{s}", *RUN, "--seed", str(2**63)], {"s": dump(base_doc())}, ["--seed"]
     ),
     "--seed 2**64 optimize": Case(
         [
@@ -271,7 +272,6 @@ CASES: dict[str, Case] = {
         ],
         {"s": dump(base_doc())},
         ["--seed"],
-        lead=True,
     ),
     "validate reports every bad file": Case(
         ["validate", "{good}", "{bad1}", "{bad2}"],
@@ -282,13 +282,11 @@ CASES: dict[str, Case] = {
         },
         ["bad1.yaml", "model.tokens", "bad2.yaml", "cluster.nodes"],
         stdout_words=["ok: good.yaml"],
-        lead=True,
     ),
     "optimize one candidate": Case(
         ["optimize", "{s}", *OPTIMIZE, "--param", "checkpoint.interval_steps=500"],
         {"s": dump(base_doc())},
         ["--param"],
-        lead=True,
     ),
     "optimize empty param": Case(
         ["optimize", "{s}", *OPTIMIZE, "--param", "checkpoint.interval_steps="],
@@ -309,7 +307,6 @@ CASES: dict[str, Case] = {
                 )
             },
             ["failures.0.mtbf_hours"],
-            lead=True,
         )
         for scope in ("node", "gpu")
         for command in ("run", "calc", "validate")
@@ -318,11 +315,17 @@ CASES: dict[str, Case] = {
         ["fabric", str(FABRIC), *[f"--fail-switch=spine{i}" for i in range(16)]],
         {},
         ["partition"],
-        lead=True,
     ),
 }
 
-LEAD_CASES = sorted(name for name, case in CASES.items() if case.lead)
+# the cases also run as a real process: files the loader must refuse before parsing, a
+# hostile YAML document, an out-of-range seed, and a refusal by the fabric model
+SUBPROCESS_CASES = [
+    "binary",
+    "alias bomb in a sweep",
+    "--seed 2**64 run",
+    "fabric with every spine failed",
+]
 
 
 def trainsim(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -355,8 +358,7 @@ def files_under(path: Path) -> set[str]:
     return {str(p.relative_to(path)) for p in path.rglob("*")}
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_adversarial_input_is_refused_cleanly(name, tmp_path):
+def refused_cleanly(name: str, tmp_path: Path, run_cli) -> None:
     case = CASES[name]
     paths = {}
     for key, content in case.files.items():
@@ -367,7 +369,7 @@ def test_adversarial_input_is_refused_cleanly(name, tmp_path):
     inputs = files_under(tmp_path)
     args = [arg.format(**paths) if arg.startswith("{") else arg for arg in case.args]
 
-    r = trainsim(args, tmp_path)
+    r = run_cli(args, tmp_path)
 
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert "Traceback" not in r.stderr + r.stdout
@@ -380,10 +382,20 @@ def test_adversarial_input_is_refused_cleanly(name, tmp_path):
     assert files_under(tmp_path) == inputs  # no results, no partial run directory
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_adversarial_input_is_refused_cleanly(name, tmp_path):
+    refused_cleanly(name, tmp_path, cli_in_process)
+
+
+@pytest.mark.parametrize("name", SUBPROCESS_CASES)
+def test_adversarial_input_is_refused_cleanly_by_the_real_command(name, tmp_path):
+    refused_cleanly(name, tmp_path, trainsim)
+
+
 def test_calc_survives_a_hopeless_but_valid_failure_rate(tmp_path):
     """Every field in range and the job can step (aggregate MTBF 4 s > step 3 s), but a
     60-minute interval against a 4 s MTBF overflows Daly's e^{(τ+δ)/M}: calc must say
-    so (inf, or a refusal), never crash. Waits on sim/perf.py (lead)."""
+    so (inf, or a refusal), never crash."""
     doc = base_doc()
     doc["model"]["tokens"] = 1e11  # ideal ~1 day, inside the 2-day horizon
     doc["failures"] = [{"name": "x", "scope": "node", "mtbf_hours": 0.0178}]  # 16 nodes: 4 s

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from sim.montecarlo import COLUMNS
-from tests.conftest import ROOT, TIMELINE_DOWNTIME, TIMELINE_NODE_WAITS
+from tests.conftest import ROOT, TIMELINE_DOWNTIME, TIMELINE_NODE_WAITS, cli_in_process
 
 REFERENCE = str(ROOT / "scenarios/llama70b-1k.yaml")
 
@@ -21,6 +21,10 @@ def trainsim(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "sim", *args], capture_output=True, text=True, cwd=cwd, timeout=300
     )
+
+
+def cli_in_process_args(*args: str) -> subprocess.CompletedProcess:
+    return cli_in_process(list(args))
 
 
 def one_table(out: Path) -> pd.DataFrame:
@@ -252,12 +256,14 @@ def _with(section_yaml: str) -> str:
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_input_exit_2_one_message_no_traceback(tmp_path, case):
+    # in this process (quick); the first case also through the real command
     text, path = BAD[case]
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(_with(text))
     out = tmp_path / "results"
+    run = trainsim if case == sorted(BAD)[0] else cli_in_process_args
     for command in (["validate", str(scenario)], ["run", str(scenario), "--out", str(out)]):
-        r = trainsim(*command)
+        r = run(*command)
         assert r.returncode == 2, (case, r.stderr)
         assert "Traceback" not in r.stderr + r.stdout
         assert str(scenario) in r.stderr and path in r.stderr

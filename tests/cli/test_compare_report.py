@@ -6,14 +6,12 @@ and as a page headless Chromium renders with its images loaded."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import html.parser
 import io
 import json
 import math
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +21,9 @@ from PIL import Image
 
 from sim import perf
 from sim.analysis import student_t_quantile
-from sim.cli import main
 from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS
 from sim.scenario import load_scenario
-from tests.conftest import ROOT
+from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
 QUICK = ["--replicas", "20", "--workers", "1", "--no-progress"]
@@ -37,30 +34,16 @@ NASTY = '<b>bold</b> & "quotes" <script>alert(1)</script>'
 SECTIONS = {"scenario", "calculator", "summary", "figures", "cost", "downtime", "failures", "provenance"}  # fmt: skip
 
 
-@dataclass
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-
-def trainsim(*args: str) -> Result:
+def trainsim(*args: str) -> subprocess.CompletedProcess:
     """The `trainsim` command in this process: exit code and what it printed."""
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main([*args])
-        except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else 1
-    return Result(code, out.getvalue(), err.getvalue())
+    return cli_in_process(list(args))
 
 
 def new_run(out: Path, *args: str, figures: bool = False) -> Path:
     """A run of the small scenario (figures take most of a small run's time: only on demand)."""
     more = [] if figures else ["--no-figures"]
     r = trainsim("run", SMALL, *QUICK, "--out", str(out), *more, *args)
-    assert r.code == 0, r.stderr
+    assert r.returncode == 0, r.stderr
     (run_dir,) = [p for p in out.glob("*/*") if p.is_dir()]
     return run_dir
 
@@ -89,7 +72,7 @@ def table(run_dir: Path) -> pd.DataFrame:
 
 def compare_json(*args: str) -> dict:
     r = trainsim("compare", *args, "--json")
-    assert r.code == 0, r.stderr
+    assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)  # stdout holds the JSON document and nothing else
 
 
@@ -145,7 +128,7 @@ def test_compare_pairs_replicas_of_one_seed_and_the_numbers_are_the_tables(runs)
 
     # the table says the same
     r = trainsim("compare", str(runs["A"]), str(runs["B"]))
-    assert r.code == 0, r.stderr
+    assert r.returncode == 0, r.stderr
     flat = " ".join(r.stdout.split())
     assert "paired by replica" in flat and "common random numbers" in flat
     row = rows_of(r.stdout)["time_to_train_days"]
@@ -181,7 +164,7 @@ def test_compare_uses_welch_when_the_seeds_differ(runs, tmp_path):
     assert is_png(figure.read_bytes())
     assert not list(runs["C"].glob("compare-with-*.png"))  # --figure replaces the default
     r = trainsim("compare", str(runs["A"]), str(runs["C"]), "--no-figure")
-    assert r.code == 0 and "Welch's t interval" in " ".join(r.stdout.split())
+    assert r.returncode == 0 and "Welch's t interval" in " ".join(r.stdout.split())
     assert "20 / 20" in r.stdout
 
 
@@ -228,7 +211,7 @@ def test_compare_matches_sweep_points_by_their_values(runs):
     (pair,) = doc["pairs"]
     assert (pair["params_a"][key], pair["params_b"][key]) == (30, 240)
     r = trainsim("compare", str(runs["S1"]), str(runs["S2"]), "--figure", str(runs["S2"] / "c.png"))
-    assert r.code == 0, r.stderr
+    assert r.returncode == 0, r.stderr
     assert is_png((runs["S2"] / "c.png").read_bytes())
 
 
@@ -260,7 +243,7 @@ def test_compare_refuses_bad_input_with_exit_2(runs, tmp_path):
     for args, where, what in cases:
         r = trainsim("compare", *args)
         err = " ".join(r.stderr.split())
-        assert r.code == 2, (args, r.stderr)
+        assert r.returncode == 2, (args, r.stderr)
         assert where in err and what in err, (args, err)
         assert "Traceback" not in err and r.stdout == ""
 
@@ -292,14 +275,14 @@ def test_compare_and_report_refuse_a_damaged_table_with_exit_2(runs, tmp_path):
                 *([] if args[0] == "compare" else [str(tmp_path / "r.html")]),
             )
             err = " ".join(r.stderr.split())
-            assert r.code == 2, (args, r.stderr)
+            assert r.returncode == 2, (args, r.stderr)
             assert str(damaged) in err and what in err, (args, err)
             assert "Traceback" not in err
 
 
 def test_compare_writes_the_figure_in_the_format_of_its_suffix(runs, tmp_path):
     r = trainsim("compare", str(runs["A"]), str(runs["B"]), "--figure", str(tmp_path / "c.svg"))
-    assert r.code == 0, r.stderr
+    assert r.returncode == 0, r.stderr
     assert (tmp_path / "c.svg").read_text().lstrip().startswith("<?xml")
 
 
@@ -343,9 +326,9 @@ def parse(text: str) -> Page:
 def test_report_is_one_self_contained_page(runs, tmp_path):
     run = runs["B"]  # compare wrote its figure into B in an earlier test, or here
     if not (run / f"compare-with-{runs['A'].name}.png").exists():
-        assert trainsim("compare", str(runs["A"]), str(run)).code == 0
+        assert trainsim("compare", str(runs["A"]), str(run)).returncode == 0
     r = trainsim("report", str(run))
-    assert r.code == 0, r.stderr
+    assert r.returncode == 0, r.stderr
     path = run / "report.html"
     assert r.stdout.strip() == f"report: {path}"
     text = path.read_text(encoding="utf-8")
@@ -380,13 +363,13 @@ def test_report_is_one_self_contained_page(runs, tmp_path):
         assert (f"({column})" in words) == (column in rows), column
 
     out = tmp_path / "elsewhere" / "r.html"
-    assert trainsim("report", str(run), "--out", str(out)).code == 0
+    assert trainsim("report", str(run), "--out", str(out)).returncode == 0
     assert set(parse(out.read_text()).sections) >= SECTIONS
 
 
 def test_report_escapes_text_and_shows_sweeps_and_plans(runs, tmp_path):
     r = trainsim("report", str(runs["A"]), "--out", str(tmp_path / "a.html"))
-    assert r.code == 0, r.stderr
+    assert r.returncode == 0, r.stderr
     text = (tmp_path / "a.html").read_text()
     assert NASTY not in text and "<script>" not in text
     assert "&lt;b&gt;bold&lt;/b&gt; &amp; &quot;quotes&quot;" in text
@@ -416,7 +399,7 @@ def test_report_escapes_text_and_shows_sweeps_and_plans(runs, tmp_path):
         "rounds": [{"round": 1, "points": 3, "replicas": 20}],
     }
     (sweep / "plan.json").write_text(json.dumps(plan))
-    assert trainsim("report", str(sweep)).code == 0
+    assert trainsim("report", str(sweep)).returncode == 0
     text = (sweep / "report.html").read_text()
     page = parse(text)
     assert {"sweep", "plan"} <= set(page.sections)
@@ -434,7 +417,7 @@ def test_report_escapes_text_and_shows_sweeps_and_plans(runs, tmp_path):
 
 def test_report_refuses_what_is_not_a_run(tmp_path):
     r = trainsim("report", str(tmp_path / "nothing"))
-    assert r.code == 2 and "does not exist" in r.stderr and "run.json" in r.stderr
+    assert r.returncode == 2 and "does not exist" in r.stderr and "run.json" in r.stderr
     assert "Traceback" not in r.stderr
 
 
@@ -474,9 +457,9 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 )
 def test_chromium_renders_the_report_with_its_images(runs, tmp_path):
     run = runs["B"]
-    assert trainsim("compare", str(runs["A"]), str(run)).code == 0  # B/compare-with-A.png
+    assert trainsim("compare", str(runs["A"]), str(run)).returncode == 0  # B/compare-with-A.png
     report = tmp_path / "report.html"
-    assert trainsim("report", str(run), "--out", str(report)).code == 0
+    assert trainsim("report", str(run), "--out", str(report)).returncode == 0
     expected = len(parse(report.read_text()).images)
     assert expected == len(list((run / "figures").glob("*.png"))) + 1
 
