@@ -15,19 +15,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
-
-import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.ops_tradeoffs import ci, point, print_table  # noqa: E402
-from sim.montecarlo import run  # noqa: E402
-from sim.scenario import load_scenario  # noqa: E402
-
-REFERENCE = ROOT / "scenarios" / "llama70b-1k.yaml"
+# the reference scenario, the paired intervals and the tables are the operations benchmark's
+from benchmarks.ops_tradeoffs import ci, point, print_table, run_sections, table  # noqa: E402
 
 # The straggler model of scenarios/llama70b-1k-gray.yaml (its comment gives the sources)
 # on the reference run: 0.3 per 1,000 GPU-days, slowdowns 0.2-0.5, clearing in ~3 h.
@@ -41,11 +35,6 @@ DETECT_HOURS = ("0.5", "2", "8", "null")  # null: never detected
 # few hundred replicas see enough of them) on the reference run.
 CORRUPTION = ["checkpoint.corrupt_prob=0.01"]
 KEEP_LAST = ("1", "2", "5")
-
-
-def table(overrides: list[str], params: list[str], args: argparse.Namespace) -> pd.DataFrame:
-    scenario_set = load_scenario(REFERENCE, overrides=overrides, params=params)
-    return run(scenario_set, args.replicas, args.seed, args.workers, progress=False)
 
 
 def stragglers(args: argparse.Namespace) -> None:
@@ -108,16 +97,7 @@ def corruption(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicas", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
-    print(f"replicas {args.replicas} per setting, seed {args.seed}, workers {args.workers}")
-    start = time.perf_counter()
-    stragglers(args)
-    corruption(args)
-    print(f"\n{time.perf_counter() - start:.1f} s")
+    run_sections(__doc__.splitlines()[0], stragglers, corruption)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -166,17 +167,22 @@ def health_checks(args: argparse.Namespace) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_sections(description: str, *sections: Callable[[argparse.Namespace], None]) -> None:
+    """Parse --replicas, --seed and --workers, and print each section's tables (timed)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--replicas", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     print(f"replicas {args.replicas} per setting, seed {args.seed}, workers {args.workers}")
     start = time.perf_counter()
-    retirement(args)
-    health_checks(args)
+    for section in sections:
+        section(args)
     print(f"\n{time.perf_counter() - start:.1f} s")
+
+
+def main() -> None:
+    run_sections(__doc__.splitlines()[0], retirement, health_checks)
 
 
 if __name__ == "__main__":

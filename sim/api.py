@@ -20,7 +20,7 @@ from sim import analysis, feasibility, plots
 from sim.engine import build_plan, simulate_replica
 from sim.montecarlo import Interrupted, default_workers
 from sim.montecarlo import run as run_montecarlo
-from sim.results import RunDir, chrome_trace
+from sim.results import RunDir, TableOfRun, chrome_trace
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
 # the columns the standard figures read (not the whole table)
@@ -28,7 +28,7 @@ FIGURE_COLUMNS = plots.TABLE_COLUMNS
 
 
 @dataclass
-class RunOutcome:
+class RunOutcome(TableOfRun):
     scenario_set: ScenarioSet
     summary: pd.DataFrame  # one row per (point, metric)
     summary_doc: dict[str, Any]  # the documented summary JSON
@@ -36,14 +36,6 @@ class RunOutcome:
     # sweep points no replica of which can finish (the horizon is shorter than the ideal time)
     problems: list[feasibility.Problem] = field(default_factory=list)
     _table: pd.DataFrame | None = None
-
-    @property
-    def table(self) -> pd.DataFrame:
-        """One row per (point, replica); read from the run directory when there is one."""
-        if self._table is None and self.run_dir is not None:
-            self._table = pd.read_parquet(self.run_dir / "replicas.parquet")
-        assert self._table is not None
-        return self._table
 
 
 class RunInterrupted(Exception):

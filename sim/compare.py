@@ -7,7 +7,6 @@ otherwise the runs are independent samples and Welch's t interval applies.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from matplotlib.figure import Figure
 from rich.table import Table
 
 from sim import analysis
+from sim.results import read_manifest
 from sim.scenario import ScenarioError, read_yaml
 
 # Columns a replica table must have to be compared; those that identify a row, not measure it.
@@ -151,17 +151,7 @@ def open_run(path: str | Path, label: str) -> Run:
         "expected a run directory written by `trainsim run` "
         "(results/<name>/<run-id>/ with run.json and replicas.parquet)"
     )
-    if not path.is_dir():
-        what = "does not exist" if not path.exists() else "is not a directory"
-        raise ScenarioError(str(path), "", f"run {label} {what}: {expected}")
-    try:
-        manifest = json.loads((path / "run.json").read_text())
-        if not isinstance(manifest, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as exc:
-        raise ScenarioError(
-            str(path), "", f"run {label} has no readable run.json ({exc}): {expected}"
-        ) from None
+    manifest = read_manifest(path, expected, prefix=f"run {label} ")
     table_path = path / "replicas.parquet"
     if not table_path.is_file():
         status = manifest.get("status")

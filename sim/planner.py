@@ -28,7 +28,7 @@ from sim import analysis, feasibility, plan_plots
 from sim.api import RunInterrupted, finalise
 from sim.montecarlo import Interrupted, default_workers
 from sim.montecarlo import run as run_montecarlo
-from sim.results import RunDir
+from sim.results import RunDir, TableOfRun
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
 FIRST_REPLICAS = 32  # every point's first batch
@@ -266,7 +266,7 @@ def race(
 
 
 @dataclass
-class Plan:
+class Plan(TableOfRun):
     """A finished plan: the plan.json document, the replica rows and the run directory."""
 
     doc: dict[str, Any]
@@ -283,14 +283,6 @@ class Plan:
     @property
     def candidates(self) -> pd.DataFrame:
         return pd.DataFrame(self.doc["candidates"])
-
-    @property
-    def table(self) -> pd.DataFrame:
-        """Every evaluated replica (read from the run directory when there is one)."""
-        if self._table is None and self.run_dir is not None:
-            self._table = pd.read_parquet(self.run_dir / "replicas.parquet")
-        assert self._table is not None
-        return self._table
 
 
 def outcome(

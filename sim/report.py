@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from sim import __version__, analysis, perf
 from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS
 from sim.compare import FIGURE_PREFIX, fmt_metric
+from sim.results import read_manifest
 from sim.scenario import Scenario, ScenarioError, ScenarioSet, load_scenario
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -114,15 +115,7 @@ def load(run_dir: str | Path) -> RunContents:
         "expected a run directory written by `trainsim run` "
         "(results/<name>/<run-id>/ with run.json, scenario.yaml and replicas.parquet)"
     )
-    if not path.is_dir():
-        what = "does not exist" if not path.exists() else "is not a directory"
-        raise ScenarioError(str(path), "", f"{what}: {expected}")
-    try:
-        manifest = json.loads((path / "run.json").read_text())
-        if not isinstance(manifest, dict):
-            raise ValueError("not a JSON object")
-    except (OSError, ValueError) as exc:
-        raise ScenarioError(str(path), "", f"no readable run.json ({exc}): {expected}") from None
+    manifest = read_manifest(path, expected)
     if not (path / "scenario.yaml").is_file():
         raise ScenarioError(str(path), "", f"no scenario.yaml: {expected}")
     scenario_set = load_scenario(path / "scenario.yaml")

@@ -211,6 +211,39 @@ class RunDir:
             yield pd.read_parquet(path, columns=columns)
 
 
+def read_manifest(path: Path, expected: str, prefix: str = "") -> dict[str, Any]:
+    """The run.json of a run directory, or a ScenarioError naming the directory, saying what
+    is wrong (`prefix` first, e.g. "run A ") and what was `expected`."""
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a directory"
+        raise ScenarioError(str(path), "", f"{prefix}{what}: {expected}")
+    try:
+        manifest = json.loads((path / "run.json").read_text())
+        if not isinstance(manifest, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        raise ScenarioError(
+            str(path), "", f"{prefix}no readable run.json ({exc}): {expected}"
+        ) from None
+    return manifest
+
+
+class TableOfRun:
+    """A mixin for results whose replica table is read from the run directory when first
+    asked for (the dataclass that uses it has `run_dir` and `_table` fields)."""
+
+    run_dir: Path | None
+    _table: pd.DataFrame | None
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """One row per (point, replica); read from the run directory when there is one."""
+        if self._table is None and self.run_dir is not None:
+            self._table = pd.read_parquet(self.run_dir / "replicas.parquet")
+        assert self._table is not None
+        return self._table
+
+
 def with_effective(scenario_set: ScenarioSet, seed: int, replicas: int) -> ScenarioSet:
     """The scenario set with `simulation.seed` and `simulation.replicas` as actually run."""
     resolved = dict(scenario_set.resolved)

@@ -212,11 +212,9 @@ def slow(detect_hours=None, **keys) -> dict:
     return {"rate_per_1k_gpu_day": 1e-9, "slowdown": 0.3, "detect_hours": detect_hours, **keys}
 
 
-def test_a_straggler_of_factor_1_5_over_2_h_of_work_adds_exactly_1_h_of_slowdown():
-    # a long run (10,000 steps of 1 s, no checkpoint before the end): a straggler that makes
-    # the job 1.5x slower (slowdown 1/3) from 1,000 s until it clears 3 h later computes
-    # 2 h of nominal work in those 3 h: exactly 1 h of slowdown
-    changes = dict(
+def long_run() -> dict:
+    """10,000 steps of 1 s and no checkpoint before the end, stragglers only injected."""
+    return dict(
         model={
             "params": 1.0e9,
             "tokens": 1.0e7,
@@ -226,6 +224,13 @@ def test_a_straggler_of_factor_1_5_over_2_h_of_work_adds_exactly_1_h_of_slowdown
         checkpoint={"interval_steps": 100_000, "state_bytes_per_param": 10},
         stragglers=slow(),
     )
+
+
+def test_a_straggler_of_factor_1_5_over_2_h_of_work_adds_exactly_1_h_of_slowdown():
+    # a long run (10,000 steps of 1 s, no checkpoint before the end): a straggler that makes
+    # the job 1.5x slower (slowdown 1/3) from 1,000 s until it clears 3 h later computes
+    # 2 h of nominal work in those 3 h: exactly 1 h of slowdown
+    changes = long_run()
     onset = StragglerOnset(1000.0, slot=1, slowdown=1 / 3, clear_s=3 * 3600.0)
     r = run([onset], **changes)
     plain = run([], **changes)
@@ -235,16 +240,7 @@ def test_a_straggler_of_factor_1_5_over_2_h_of_work_adds_exactly_1_h_of_slowdown
 
 
 def test_several_stragglers_the_slowest_counts():
-    changes = dict(
-        model={
-            "params": 1.0e9,
-            "tokens": 1.0e7,
-            "global_batch_tokens": 1000,
-            "flops_per_token": 6.0e9,
-        },
-        checkpoint={"interval_steps": 100_000, "state_bytes_per_param": 10},
-        stragglers=slow(),
-    )
+    changes = long_run()
     both = run(
         [
             StragglerOnset(1000.0, slot=0, slowdown=0.5, clear_s=3600.0),
@@ -257,19 +253,17 @@ def test_several_stragglers_the_slowest_counts():
     assert both.straggler_hours == pytest.approx(1.0)
 
 
+def with_a_spare() -> dict:
+    """The tiny run with a spare node and stragglers detected after a minute."""
+    cluster = {"gpu": {"name": "test", "peak_tflops": 2.0}, "nodes": 2, "gpus_per_node": 2}
+    return dict(cluster={**cluster, "spare_nodes": 1}, stragglers=slow(detect_hours=1 / 60))
+
+
 def test_a_detected_straggler_is_drained_at_the_next_checkpoint():
     # slowdown 0.5 (2x) from 150 s (step 140), detected 1 min later at 210 s; the next
     # checkpoint (step 200) is durable at 150 + 60*2 + 10 = 280 s: the node is drained there,
     # a spare takes its place and the job restarts (600 s + the 5 s load), nothing is lost
-    changes = dict(
-        cluster={
-            "gpu": {"name": "test", "peak_tflops": 2.0},
-            "nodes": 2,
-            "gpus_per_node": 2,
-            "spare_nodes": 1,
-        },
-        stragglers=slow(detect_hours=1 / 60),
-    )
+    changes = with_a_spare()
     r = run([StragglerOnset(150.0, slot=0, slowdown=0.5)], **changes)
     assert r.slowdown_hours * 3600 == pytest.approx(60.0)
     assert r.straggler_hours * 3600 == pytest.approx(130.0)
@@ -357,15 +351,7 @@ def test_a_failure_during_a_rewrite_rolls_back_past_the_corrupt_checkpoint(keep_
 
 
 def test_a_straggler_that_clears_before_its_drain_is_not_drained():
-    changes = dict(
-        cluster={
-            "gpu": {"name": "test", "peak_tflops": 2.0},
-            "nodes": 2,
-            "gpus_per_node": 2,
-            "spare_nodes": 1,
-        },
-        stragglers=slow(detect_hours=1 / 60),
-    )
+    changes = with_a_spare()
     # detected at 210 s, cleared at 220 s, before the checkpoint at 280 s
     r = run([StragglerOnset(150.0, slot=0, slowdown=0.5, clear_s=70.0)], **changes)
     assert r.nodes_drained == 0 and r.restarts == 0
