@@ -41,6 +41,8 @@ STREAMS = {
 }
 
 HOUR_S = 3600.0
+# the ledger's downtime parts and their output columns
+DOWNTIME_FIELDS = tuple((part, part.removesuffix("_s") + "_hours") for part in DOWNTIME_PARTS)
 
 
 def stream(seed: int, replica: int, name: str, index: int = 0) -> np.random.Generator:
@@ -310,10 +312,7 @@ def _record(
         nodes_from_pool=cluster.nodes_from_pool,
         preemptions=cluster.preemptions,
         nodes_drained=ledger.nodes_drained,
-        **{
-            part.removesuffix("_s") + "_hours": getattr(ledger, part) / HOUR_S
-            for part in DOWNTIME_PARTS
-        },
+        **{column: getattr(ledger, part) / HOUR_S for part, column in DOWNTIME_FIELDS},
         stragglers=ledger.stragglers,
         straggler_hours=ledger.straggler_s / HOUR_S,
         rollbacks_beyond_newest=ledger.rollbacks_beyond_newest,
