@@ -342,9 +342,7 @@ class Job:
 
     def _replace(self, failures: list[Failure]):
         """Failed nodes leave for repair; spares fill in; the policy may wait for more nodes."""
-        self._roll_back(failures)
-        for failure in failures:
-            self._send_to_repair(failure)
+        self._take(failures)
         while True:
             short = self.plan.nodes - self.cluster.available
             if short > 0 and self.cluster.pooled and not self.fabric_partitioned:
@@ -362,9 +360,7 @@ class Job:
                 )
             finally:  # also when the horizon ends the wait
                 self._waiting_for_nodes = False
-            self._roll_back(merged)
-            for failure in merged:
-                self._send_to_repair(failure)
+            self._take(merged)
 
     def _wait_for_pool(self, short: int):
         """Nodes from the cold pool join after host selection, borrowed ones after their
@@ -377,8 +373,13 @@ class Job:
             merge=merged.append,
         )
         self.cluster.draw_from_pools(self.plan.nodes - self.cluster.available)
-        self._roll_back(merged)
-        for failure in merged:
+        self._take(merged)
+
+    def _take(self, failures: list[Failure]) -> None:
+        """Failures the recovery handles (also those that arrived while the job was down):
+        roll back as far as they ask, and send their failed nodes to repair."""
+        self._roll_back(failures)
+        for failure in failures:
             self._send_to_repair(failure)
 
     def _send_to_repair(self, failure: Failure) -> None:
