@@ -196,6 +196,8 @@ class FailureRouter:
         if failure.since_s is not None:  # a silent corruption found now: counted when it struck
             self.handlers.get(failure.scope, self.job.strike)(failure)
             return
+        if self.silent[failure.class_index] and not self.job.holds_state:
+            return  # no training state on the GPUs while the job is down: nothing to corrupt
         self.ledger.failures[failure.class_index] += 1
         if self.silent[failure.class_index]:  # nobody notices until its detection
             cluster = self.job.cluster

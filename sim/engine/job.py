@@ -90,6 +90,11 @@ class Job:
         return self.process
 
     @property
+    def holds_state(self) -> bool:
+        """The job trains: its state is on the GPUs (a silent corruption can reach it)."""
+        return self._in_memory
+
+    @property
     def running(self) -> bool:
         """The job process has started and not ended (finished or out of horizon)."""
         return self.process is not None and self.process.is_alive
@@ -295,10 +300,12 @@ class Job:
         failure = yield from self._hold(
             self.plan.snapshot_s(nodes), "checkpoint_stall_s", "train", checkpoint_rewrite=True
         )
-        if failure is None:
-            self.progress.rewritten()
-        else:
+        if failure is not None:
             self.progress.discard_newest()
+        elif not self.progress.tier_down():
+            self.progress.rewritten()
+        elif not self.progress.durable_on_backup:
+            self.progress.mark_newest_corrupt()  # the tier went down before the rewrite ended
         return failure
 
     def _detect(self, first: Failure):
@@ -322,13 +329,13 @@ class Job:
         if self.progress.kept is None:
             return
         classes = self.plan.failure_classes
-        for failure in failures:
-            if failure.since_s is not None:
-                self.progress.roll_back_before(failure.since_s)
-            elif classes[failure.class_index].rollback_checkpoints > 1:
-                self.progress.roll_back_checkpoints(
-                    classes[failure.class_index].rollback_checkpoints
-                )
+        # one recovery: the deepest rollback any of its failures asks for, once
+        spikes = [classes[f.class_index].rollback_checkpoints for f in failures]
+        if max(spikes, default=1) > 1:
+            self.progress.roll_back_checkpoints(max(spikes))
+        since = [f.since_s for f in failures if f.since_s is not None]
+        if since:
+            self.progress.roll_back_before(min(since))
 
     def _wait_for_oncall(self, failures: list[Failure]):
         """A failure that needs a person waits for the on-call engineer: the response time of
@@ -505,11 +512,12 @@ class Job:
         event of the time it actually took.
         """
         env = self.env
-        began = env.now
-        stall = part == "checkpoint_stall_s"  # a checkpoint's rewrite, not downtime
+        began = first = env.now
+        stall = part == "checkpoint_stall_s"  # a checkpoint's rewrite: training, not downtime
         try:
-            for source in self.idle_paused:
-                source.pause()
+            if not stall:
+                for source in self.idle_paused:
+                    source.pause()
             end = env.now + seconds
             deadline = self.plan.horizon_s
             while env.now < end:
@@ -527,9 +535,15 @@ class Job:
                             return cause
                         merge(cause)
                     elif isinstance(cause, StorageChanged):
+                        if stall and self.timeline is not None:
+                            # trace the rewrite so far before the tier's loss takes work back
+                            record(self.timeline, name, began, env.now - began, **args)
+                            began = env.now
                         self.progress.storage_event(cause, running=self._in_memory)
                         if StorageChanged in wake_on and not self.progress.tier_down():
                             return None
+                        if stall and self.progress.tier_down():
+                            return None  # the tier went down: the rewrite is abandoned
                     elif until_nodes and isinstance(cause, NodesAvailable):
                         return None
                     continue
@@ -548,7 +562,7 @@ class Job:
                 took = load_after_s
             if not stall:
                 setattr(ledger, part, getattr(ledger, part) + took)
-            if self.timeline is not None:
+            if self.timeline is not None and (env.now > began or began == first):
                 record(self.timeline, name, began, env.now - began, **args)
 
     def _can_grow(self) -> bool:

@@ -56,6 +56,7 @@ class Kept:
     slowdown_s: float
     stall_s: float
     corrupt: bool  # found only when a restart loads it (without validation)
+    on_backup: bool = False  # a copy on the backup tier (the checkpoint tier lost its data)
 
 
 # The start of the run, as a rollback target (no load, nothing kept).
@@ -141,12 +142,13 @@ class Progress:
     def roll_back_checkpoints(self, n: int) -> None:
         """Restart from the `n`-th newest kept checkpoint (1: the newest, as usual); from the
         oldest kept one when keep_last has deleted it (rollback_exhausted)."""
-        history = self.kept
-        self.ledger.rollbacks_beyond_newest += 1
+        history, before = self.kept, self.durable_step
         if len(history) >= n:
             self.restore(history[-n])
         else:
             self._restore_oldest()
+        if self.durable_step < before:
+            self.ledger.rollbacks_beyond_newest += 1
 
     def roll_back_before(self, since_s: float) -> None:
         """Silent corruption since `since_s`: restart from the newest checkpoint taken before it;
@@ -158,7 +160,8 @@ class Progress:
                     self.ledger.rollbacks_beyond_newest += 1
                 self.restore(entry)
                 return
-        self.ledger.rollbacks_beyond_newest += 1
+        if self.durable_step > 0:
+            self.ledger.rollbacks_beyond_newest += 1
         if self.deleted_any:
             self.ledger.rollback_exhausted += 1
         self.restore(START)
@@ -194,6 +197,13 @@ class Progress:
             self.restore(history[-1])
         else:
             self.restore(self.evicted or START)
+
+    def mark_newest_corrupt(self) -> None:
+        """The newest checkpoint stays corrupt (its rewrite was cut short by the tier going
+        down): a restart that would load it falls back past it."""
+        history = self.kept
+        if history and history[-1].step == self.durable_step:
+            history[-1] = replace(history[-1], corrupt=True)
 
     def rewritten(self) -> None:
         """The newest checkpoint was rewritten after validation: its kept sums include the
@@ -250,6 +260,7 @@ class Progress:
         if self.evicted is not None and self.evicted.step >= entry.step:
             self.evicted = None  # not before the restart point: no fallback for it
         self.durable_step = self.resume_step = entry.step
+        self.durable_on_backup = entry.on_backup
         self.resets.append((self.env.now, entry.made_s))
         if self.storage is not None:  # copies of the abandoned checkpoints are no fallback
             self.storage.drop_backups_after(entry.step)
@@ -500,6 +511,8 @@ class Progress:
         self.done_steps, self.snapped_s = float(done_steps), 0.0
         self.resume_step = base
         self.from_memory = True
+        if self.kept is not None:  # the state restarts from the in-memory checkpoint's time
+            self.resets.append((self.env.now, self.env.now - lost_s))
         return True
 
     def drop(self) -> None:
@@ -593,10 +606,12 @@ class Progress:
         unsafe_other = ledger.checkpoint_stall_s - stall
         ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s = ideal, slowdown, stall
         self.durable_step = backup.step if backup else 0
-        if self.kept is not None:  # the tier's checkpoints are gone; the backup is not kept here
+        if self.kept is not None:  # the tier's checkpoints are gone: the backup is what is kept
             self.kept.clear()
             self.deleted_any = True
             self.evicted = None
+            if backup is not None:  # its state was taken by the time it was durable
+                self.kept.append(Kept(backup.step, backup.durable_s, *backup.kept, False, True))
         if self.timeline is not None:
             self._unkeep(unsafe_compute + unsafe_other, running)
         if running:

@@ -67,7 +67,8 @@ def test_a_rollback_past_what_keep_last_kept_restarts_from_the_oldest_kept_one()
         checkpoint={"interval_steps": 100, "state_bytes_per_param": 10, "keep_last": 1},
     )
     assert r.lost_work_hours * 3600 == pytest.approx(350 - 330)
-    assert (r.rollbacks_beyond_newest, r.rollback_exhausted) == (1, 1)
+    # it wanted to go back, but nothing older is kept: it restarts from the newest
+    assert (r.rollbacks_beyond_newest, r.rollback_exhausted) == (0, 1)
     # keep_last 2 keeps steps 200 and 300: rolling back 3 ends at step 200, also exhausted
     r = run(
         [strike(350.0)],
@@ -356,3 +357,111 @@ def test_a_straggler_that_clears_before_its_drain_is_not_drained():
     r = run([StragglerOnset(150.0, slot=0, slowdown=0.5, clear_s=70.0)], **changes)
     assert r.nodes_drained == 0 and r.restarts == 0
     assert r.straggler_hours * 3600 == pytest.approx(70.0)
+
+
+def test_loss_spikes_merged_into_one_recovery_roll_back_once():
+    spike = klass(rollback_checkpoints=2)
+    one = run([strike(560.0)], failures=[spike])
+    two = run([strike(560.0), strike(565.0)], failures=[spike])  # the second during detection
+    assert two.lost_work_hours == pytest.approx(one.lost_work_hours)
+    assert two.rollbacks_beyond_newest == one.rollbacks_beyond_newest == 1
+
+
+def test_silent_corruption_while_the_job_is_down_corrupts_nothing():
+    node = {
+        "name": "node",
+        "scope": "node",
+        "mtbf_hours": NEVER,
+        "detect_minutes": 1,
+        "repair_hours": 1,
+    }
+    node_failure = Failure(1, "node", 200.0, (0,), 60.0, True, 3600.0, scope="node")
+    plain = run([node_failure], failures=[SDC, node])
+    wait = next(e for e in plain.timeline if e["name"] == "wait for nodes")
+    during = wait["start_s"] + wait["duration_s"] / 2  # no training state on the GPUs
+    both = run([node_failure, sdc(during, 3943.0)], failures=[SDC, node])
+    assert both.wall_hours == pytest.approx(plain.wall_hours)
+    assert both.failures == plain.failures  # it struck nothing
+
+
+def test_silent_corruption_undone_by_an_in_memory_restart_is_not_found_again():
+    # in-memory checkpoints every 10 steps: a node crash at 157 s restarts from the one taken
+    # at ~151 s, before the corruption at 153 s; its detection later finds nothing
+    node = {
+        "name": "node",
+        "scope": "node",
+        "mtbf_hours": NEVER,
+        "detect_minutes": 1,
+        "repair_hours": 1,
+    }
+    changes = dict(
+        failures=[SDC, node],
+        checkpoint={"interval_steps": 100, "state_bytes_per_param": 10, "memory_every_steps": 10},
+        cluster={
+            "gpu": {"name": "test", "peak_tflops": 2.0},
+            "nodes": 2,
+            "gpus_per_node": 2,
+            "spare_nodes": 1,
+        },
+    )
+    crash = Failure(1, "node", 157.0, (0,), 60.0, True, 3600.0, scope="node")
+    plain = run([crash], **changes)
+    both = run([sdc(153.0, 600.0), crash], **changes)
+    assert both.wall_hours == pytest.approx(plain.wall_hours)
+    assert both.rollbacks_beyond_newest == 0
+
+
+def test_silent_corruption_after_the_tier_lost_its_data_goes_back_to_the_backup():
+    tier = {
+        "name": "tier",
+        "scope": "storage",
+        "mtbf_hours": NEVER,
+        "detect_minutes": 1,
+        "repair_hours": 1,
+        "loses_data": True,
+    }
+    changes = dict(
+        failures=[SDC, tier],
+        storage={
+            "checkpoint_tier": {
+                "kind": "lustre",
+                "write_GB_s": 1.0,
+                "read_GB_s": 2.0,
+                "capacity_TB": 1.0,
+                "latency_ms": 0.0,
+            },
+            "client_GB_s_per_node": 100.0,
+            "backup": {"kind": "object", "write_GB_s": 100.0, "read_GB_s": 100.0, "every": 1},
+        },
+    )
+    loss = Failure(
+        1, "tier", 700.0, (), 60.0, False, 0.0, scope="storage", repair_s=60.0, loses_data=True
+    )
+    r = run([loss, sdc(705.0, 300.0)], **changes)
+    # the newest backup taken before the corruption (step 600, durable at 660 s) is where
+    # the run restarts from, read back from the backup tier; not the start
+    assert r.restores_from_backup == 1 and r.rollback_exhausted == 0
+    assert r.lost_work_hours * 3600 < 400
+
+
+def test_the_tier_lost_during_a_rewrite_keeps_the_timeline_and_the_record_in_step():
+    tier = {
+        "name": "tier",
+        "scope": "storage",
+        "mtbf_hours": NEVER,
+        "detect_minutes": 1,
+        "repair_hours": 1,
+        "loses_data": True,
+    }
+    base = {
+        "interval_steps": 100,
+        "state_bytes_per_param": 10,
+        "corrupt_prob": 0.01,
+        "validate": True,
+    }
+    loss = Failure(
+        0, "tier", 352.0, (), 60.0, False, 0.0, scope="storage", repair_s=600.0, loses_data=True
+    )
+    with corrupt_only(3):
+        r = run([loss], failures=[tier], checkpoint=base)  # run() checks the timeline
+    assert r.checkpoints_corrupt == 1
