@@ -17,7 +17,7 @@ import pytest
 from sim.engine import Failure, StragglerOnset, build_plan, simulate_replica
 from sim.engine.progress import Progress
 from sim.scenario import ScenarioError
-from tests.conftest import identity_error, timeline_problems, tiny
+from tests.conftest import TINY, identity_error, timeline_problems, tiny
 
 WRITE_S, LOAD_S, RESTART_S, DETECT_S = 10.0, 5.0, 600.0, 60.0
 IDEAL_S = 1000.0
@@ -286,6 +286,13 @@ def test_a_detected_straggler_is_drained_at_the_next_checkpoint():
 
 
 SDC = {"name": "sdc", "scope": "job", "mtbf_hours": NEVER, "silent": True, "detect_hours": 1}
+NODE = {
+    "name": "node",
+    "scope": "node",
+    "mtbf_hours": NEVER,
+    "detect_minutes": 1,
+    "repair_hours": 1,
+}
 
 
 def sdc(t: float, found_after_s: float) -> Failure:
@@ -293,16 +300,9 @@ def sdc(t: float, found_after_s: float) -> Failure:
 
 
 def test_silent_corruption_found_while_the_job_waits_for_nodes_still_rolls_back():
-    node = {
-        "name": "node",
-        "scope": "node",
-        "mtbf_hours": NEVER,
-        "detect_minutes": 1,
-        "repair_hours": 1,
-    }
     node_failure = Failure(1, "node", 500.0, (0,), 60.0, True, 3600.0, scope="node")
-    alone = run([node_failure], failures=[SDC, node])
-    both = run([sdc(150.0, 600.0), node_failure], failures=[SDC, node])
+    alone = run([node_failure], failures=[SDC, NODE])
+    both = run([sdc(150.0, 600.0), node_failure], failures=[SDC, NODE])
     # found at 750 s, during the wait for a repaired node: back to step 100 (durable at
     # 110 s, taken before the corruption), so the kept checkpoints 2-4 (330 s) are lost too
     assert alone.lost_work_hours * 3600 == pytest.approx(500 - 440)
@@ -368,18 +368,11 @@ def test_loss_spikes_merged_into_one_recovery_roll_back_once():
 
 
 def test_silent_corruption_while_the_job_is_down_corrupts_nothing():
-    node = {
-        "name": "node",
-        "scope": "node",
-        "mtbf_hours": NEVER,
-        "detect_minutes": 1,
-        "repair_hours": 1,
-    }
     node_failure = Failure(1, "node", 200.0, (0,), 60.0, True, 3600.0, scope="node")
-    plain = run([node_failure], failures=[SDC, node])
+    plain = run([node_failure], failures=[SDC, NODE])
     wait = next(e for e in plain.timeline if e["name"] == "wait for nodes")
     during = wait["start_s"] + wait["duration_s"] / 2  # no training state on the GPUs
-    both = run([node_failure, sdc(during, 3943.0)], failures=[SDC, node])
+    both = run([node_failure, sdc(during, 3943.0)], failures=[SDC, NODE])
     assert both.wall_hours == pytest.approx(plain.wall_hours)
     assert both.failures == plain.failures  # it struck nothing
 
@@ -387,15 +380,8 @@ def test_silent_corruption_while_the_job_is_down_corrupts_nothing():
 def test_silent_corruption_undone_by_an_in_memory_restart_is_not_found_again():
     # in-memory checkpoints every 10 steps: a node crash at 157 s restarts from the one taken
     # at ~151 s, before the corruption at 153 s; its detection later finds nothing
-    node = {
-        "name": "node",
-        "scope": "node",
-        "mtbf_hours": NEVER,
-        "detect_minutes": 1,
-        "repair_hours": 1,
-    }
     changes = dict(
-        failures=[SDC, node],
+        failures=[SDC, NODE],
         checkpoint={"interval_steps": 100, "state_bytes_per_param": 10, "memory_every_steps": 10},
         cluster={
             "gpu": {"name": "test", "peak_tflops": 2.0},
@@ -423,14 +409,7 @@ def test_silent_corruption_after_the_tier_lost_its_data_goes_back_to_the_backup(
     changes = dict(
         failures=[SDC, tier],
         storage={
-            "checkpoint_tier": {
-                "kind": "lustre",
-                "write_GB_s": 1.0,
-                "read_GB_s": 2.0,
-                "capacity_TB": 1.0,
-                "latency_ms": 0.0,
-            },
-            "client_GB_s_per_node": 100.0,
+            **TINY["storage"],
             "backup": {"kind": "object", "write_GB_s": 100.0, "read_GB_s": 100.0, "every": 1},
         },
     )
