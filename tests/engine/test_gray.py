@@ -293,6 +293,14 @@ NODE = {
     "detect_minutes": 1,
     "repair_hours": 1,
 }
+# the checkpoint tier, losing its checkpoints when it fails (tests inject the outage)
+TIER = {
+    "name": "tier",
+    "scope": "storage",
+    "mtbf_hours": NEVER,
+    "repair_hours": 1,
+    "loses_data": True,
+}
 
 
 def sdc(t: float, found_after_s: float) -> Failure:
@@ -398,16 +406,8 @@ def test_silent_corruption_undone_by_an_in_memory_restart_is_not_found_again():
 
 
 def test_silent_corruption_after_the_tier_lost_its_data_goes_back_to_the_backup():
-    tier = {
-        "name": "tier",
-        "scope": "storage",
-        "mtbf_hours": NEVER,
-        "detect_minutes": 1,
-        "repair_hours": 1,
-        "loses_data": True,
-    }
     changes = dict(
-        failures=[SDC, tier],
+        failures=[SDC, TIER],
         storage={
             **TINY["storage"],
             "backup": {"kind": "object", "write_GB_s": 100.0, "read_GB_s": 100.0, "every": 1},
@@ -424,14 +424,6 @@ def test_silent_corruption_after_the_tier_lost_its_data_goes_back_to_the_backup(
 
 
 def test_the_tier_lost_during_a_rewrite_keeps_the_timeline_and_the_record_in_step():
-    tier = {
-        "name": "tier",
-        "scope": "storage",
-        "mtbf_hours": NEVER,
-        "detect_minutes": 1,
-        "repair_hours": 1,
-        "loses_data": True,
-    }
     base = {
         "interval_steps": 100,
         "state_bytes_per_param": 10,
@@ -442,5 +434,5 @@ def test_the_tier_lost_during_a_rewrite_keeps_the_timeline_and_the_record_in_ste
         0, "tier", 352.0, (), 60.0, False, 0.0, scope="storage", repair_s=600.0, loses_data=True
     )
     with corrupt_only(3):
-        r = run([loss], failures=[tier], checkpoint=base)  # run() checks the timeline
+        r = run([loss], failures=[TIER], checkpoint=base)  # run() checks the timeline
     assert r.checkpoints_corrupt == 1
