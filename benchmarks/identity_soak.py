@@ -44,30 +44,14 @@ sys.path.insert(0, str(ROOT))
 
 from sim.engine import build_plan, simulate_replica  # noqa: E402
 from sim.engine.ledger import DOWNTIME_PARTS  # noqa: E402
+from sim.montecarlo import COLUMNS, COUNT_COLUMNS  # noqa: E402
 from sim.scenario import Scenario, ScenarioError  # noqa: E402
 from tests.conftest import COST_PARTS, as_class, identity_error, tiny  # noqa: E402
 
 SCOPES = ["gpu", "node", "node", "job", "link", "switch", "storage"]
 COUNTS = "counts: "  # the prefix of a problem with the counters, not with the time identity
 # record fields summed over the runs: evidence that the drawn features did something
-ACTIVITY = [
-    "finished",
-    "failures",
-    "restarts",
-    "nodes_replaced",
-    "nodes_retired",
-    "lemons_retired",
-    "failures_lemon",
-    "nodes_from_pool",
-    "preemptions",
-    "nodes_drained",
-    "checkpoints_lost",
-    "restores_from_backup",
-    "stragglers",
-    "rollbacks_beyond_newest",
-    "rollback_exhausted",
-    "checkpoints_corrupt",
-]
+ACTIVITY = ["finished", *(c for c in COLUMNS if c in COUNT_COLUMNS)]
 
 
 def random_scenario(
