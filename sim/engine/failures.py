@@ -2,14 +2,16 @@
 router that counts every failure once and hands it to whoever owns the component.
 
 Each component slot (a GPU or node position in the job, or the job itself) has
-the absolute time its current lifetime ends: drawn fresh when a node enters the
-slot, renewed when the component fails, infinite while the slot is empty. One
-SimPy process per class sleeps until the earliest of them (numpy argmin), so the
-cost does not grow with one process per GPU.
+the time its current lifetime ends: drawn fresh when a node enters the slot,
+renewed when the component fails, infinite while the slot is empty. No source is a
+SimPy process: the job's one timeout runs to the earliest of its own next event and
+every class's next failure (the top of the class's heap), and it handles a failure
+in line when its wait reaches it.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -28,9 +30,45 @@ if TYPE_CHECKING:  # the job imports the cluster, which imports this module
 BUFFER = 256  # lifetimes drawn per numpy call
 
 
+class IdleClock:
+    """Compute time: wall time less the time the job was not computing. The clocks of a
+    `while_idle: false` class run in it, so they stand still while the job is down (nothing
+    to pause or shift: a lifetime's end in compute time stays where it is)."""
+
+    __slots__ = ("env", "idle_s", "since")
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.idle_s = 0.0  # idle time before `since`
+        self.since: float | None = None  # the job has not computed since then
+
+    def pause(self) -> None:
+        if self.since is None:
+            self.since = self.env.now
+
+    def resume(self) -> None:
+        if self.since is not None:
+            self.idle_s += self.env.now - self.since
+            self.since = None
+
+    def now(self) -> float:
+        """The compute time now."""
+        return (self.env.now if self.since is None else self.since) - self.idle_s
+
+
 class FailureSource:
-    """Lifecycle: build (all slots empty) → `activate` the job's nodes → `start` the
-    process, which strikes the job through `strike` and renews the failed component."""
+    """The clocks of one failure class over its components, and the failure when one runs out.
+
+    Lifecycle: build (all slots empty) → `activate` the job's nodes → `start` (job-wide
+    components) → the job asks `next_s` for the wall time of the class's next failure and,
+    when its wait reaches it, calls `fire`: the component's lifetime is renewed and the
+    failure goes out through `strike`. Nothing here is a SimPy process.
+
+    Each component's lifetime end is kept in the class's time base (wall time, or compute
+    time for `while_idle: false`, see `IdleClock`), in a list and in a heap whose top is
+    the next failure; an entry whose end no longer matches the list (the slot was emptied
+    or refilled) is stale and dropped when it reaches the top.
+    """
 
     def __init__(
         self,
@@ -48,128 +86,153 @@ class FailureSource:
         # components per node slot; 0 means job-wide components (the job, cables, switches)
         self.per_node = {"gpu": gpus_per_node, "node": 1}.get(failure_class.scope, 0)
         size = nodes * self.per_node if self.per_node else failure_class.components
-        self.ends_s = np.full(size, math.inf)
-        self._wake_s = math.inf
-        self._process: simpy.Process | None = None
-        self._buffer = np.empty(0)
+        self.ends: list[float] = [math.inf] * size
+        self._heap: list[tuple[float, int]] = []
+        self._stale = 0  # heap entries that no longer match `ends`
+        self._buffer: list[float] = []
         self._next = 0
         # lifetime scale of the node in each job slot (1/lemon multiplier while it is faulty);
         # shared with the cluster, set only for node-attributable classes when faults matter
         self.slot_scale: np.ndarray | None = None
-        self._paused_at: float | None = None  # while_idle false: the job is down since then
+        # while_idle false: the clocks run in compute time (set in the build phase)
+        self.idle: IdleClock | None = None
+
+    def _now(self) -> float:
+        return self.env.now if self.idle is None else self.idle.now()
+
+    @property
+    def ends_s(self) -> np.ndarray:
+        """Each component's lifetime end in wall time, as if the job computed from now on."""
+        ends = np.array(self.ends)
+        return ends if self.idle is None else ends + self.idle.idle_s
 
     def start(self) -> None:
         if self.per_node == 0:
-            self.ends_s[:] = self.env.now + self._draw(self.ends_s.size)
-        self._process = self.env.process(self._run())
+            now = self._now()
+            self.ends = [now + d for d in self._draw(len(self.ends))]
+            self._rebuild()
+
+    def next_s(self) -> float:
+        """The wall time of the class's next failure (inf: none, or its clocks stand still)."""
+        heap, ends = self._heap, self.ends
+        while heap:
+            end, index = heap[0]
+            if ends[index] == end:
+                idle = self.idle
+                if idle is None:
+                    return end
+                return math.inf if idle.since is not None else end + idle.idle_s
+            heapq.heappop(heap)
+            self._stale -= 1
+        return math.inf
+
+    def fire(self) -> None:
+        """The next failure is due now (the job's wait reached `next_s`): renew the
+        component's lifetime and send the failure out."""
+        _, index = heapq.heappop(self._heap)
+        lifetime = self._draw1()
+        per_node = self.per_node
+        if self.slot_scale is not None:
+            lifetime *= float(self.slot_scale[index // per_node])
+        end = self._now() + lifetime
+        self.ends[index] = end
+        heapq.heappush(self._heap, (end, index))
+        fc = self.failure_class
+        self.strike(
+            Failure(
+                class_index=fc.index,
+                name=fc.name,
+                time_s=self.env.now,
+                nodes=(index // per_node,) if per_node else (),
+                detect_s=fc.detect_s,
+                replace=fc.replace,
+                repair_mean_s=fc.repair_mean_s,
+                scope=fc.scope,
+                component=index,
+                loses_data=fc.loses_data,
+            )
+        )
+
+    def _set(self, index: int, end: float) -> None:
+        if self.ends[index] != math.inf:
+            self._stale += 1
+        self.ends[index] = end
+        heapq.heappush(self._heap, (end, index))
+
+    def _rebuild(self) -> None:
+        """A heap of the live ends only (at the start, and when stale entries outnumber them)."""
+        self._heap = [(end, i) for i, end in enumerate(self.ends) if end != math.inf]
+        heapq.heapify(self._heap)
+        self._stale = 0
 
     def activate(self, node_slots: np.ndarray) -> None:
         """New nodes entered these slots: their components start fresh lifetimes."""
         if self.per_node == 0 or node_slots.size == 0:
             return
-        if self.per_node == 1:
-            index = node_slots
-        elif node_slots.size == 1:  # the common case, one node swapped in: no broadcasting
-            first = int(node_slots[0]) * self.per_node
-            index = slice(first, first + self.per_node)
-        else:
-            index = (node_slots[:, None] * self.per_node + np.arange(self.per_node)).ravel()
-        draws = self._draw(self.per_node * node_slots.size)
+        per_node = self.per_node
+        draws = np.array(self._draw(per_node * node_slots.size))
         if self.slot_scale is not None:
-            draws = draws * np.repeat(self.slot_scale[node_slots], self.per_node)
-        ends = (self.env.now if self._paused_at is None else self._paused_at) + draws
-        self.ends_s[index] = ends
-        if self._process is not None and ends.min() < self._wake_s:
-            self._process.interrupt()  # an earlier failure than the one being waited for
+            draws = draws * np.repeat(self.slot_scale[node_slots], per_node)
+        ends = (self._now() + draws).tolist()
+        index = (node_slots[:, None] * per_node + np.arange(per_node)).ravel().tolist()
+        if len(index) * 4 >= len(self.ends):  # many at once (the build): one heapify
+            for i, end in zip(index, ends):
+                self.ends[i] = end
+            self._rebuild()
+            return
+        for i, end in zip(index, ends):
+            self._set(i, end)
+        self._compact()
 
     def activate_one(self, slot: int, scale: float) -> None:
         """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
         per_node = self.per_node
-        draws = self._draw(per_node)
-        base = self.env.now if self._paused_at is None else self._paused_at
+        base = self._now()
         if per_node == 1:
-            soonest = base + (draws[0] * scale if scale != 1.0 else draws[0])
-            self.ends_s[slot] = soonest
+            lifetime = self._draw1()
+            self._set(slot, base + (lifetime * scale if scale != 1.0 else lifetime))
         else:
-            ends = base + (draws * scale if scale != 1.0 else draws)
-            self.ends_s[slot * per_node : (slot + 1) * per_node] = ends
-            soonest = ends.min()
-        if self._process is not None and soonest < self._wake_s:
-            self._process.interrupt()  # an earlier failure than the one being waited for
+            first = slot * per_node
+            for i, lifetime in enumerate(self._draw(per_node)):
+                self._set(first + i, base + (lifetime * scale if scale != 1.0 else lifetime))
+        self._compact()
 
     def deactivate_one(self, slot: int) -> None:
         per_node = self.per_node
-        if per_node == 1:
-            self.ends_s[slot] = math.inf
-        else:
-            self.ends_s[slot * per_node : (slot + 1) * per_node] = math.inf
+        ends = self.ends
+        for i in range(slot * per_node, (slot + 1) * per_node):
+            if ends[i] != math.inf:
+                ends[i] = math.inf
+                self._stale += 1
 
     def deactivate(self, node_slots: np.ndarray) -> None:
-        """These slots are empty: nothing there can fail (a stale wake-up is skipped)."""
+        """These slots are empty: nothing there can fail (their heap entries go stale)."""
         if self.per_node == 0:
             return
-        for slot in node_slots:
-            self.ends_s[slot * self.per_node : (slot + 1) * self.per_node] = math.inf
+        for slot in node_slots.tolist():
+            self.deactivate_one(slot)
 
-    def pause(self) -> None:
-        """The job stopped computing: a class that does not strike idle nodes stops its clocks."""
-        if self._paused_at is None:
-            self._paused_at = self.env.now
-            if self._process is not None and not math.isinf(self._wake_s):
-                self._process.interrupt()
+    def _compact(self) -> None:
+        if self._stale > 64 and self._stale > len(self._heap) // 2:
+            self._rebuild()
 
-    def resume(self) -> None:
-        """The job computes again: every clock goes on from where it stopped."""
-        if self._paused_at is not None:
-            self.ends_s += self.env.now - self._paused_at  # inf stays inf
-            self._paused_at = None
-            if self._process is not None:
-                self._process.interrupt()
-
-    def _draw(self, size: int) -> np.ndarray:
+    def _draw(self, size: int) -> list[float]:
         """Lifetimes from the class's stream, drawn in blocks (one numpy call per block,
-        not per failure: the engine's hot path)."""
-        if self._next + size > self._buffer.size:
+        turned into Python floats: the engine's hot path)."""
+        if self._next + size > len(self._buffer):
             fresh = self.failure_class.lifetime_s.sample(self.rng, max(BUFFER, size))
-            self._buffer = np.concatenate([self._buffer[self._next :], fresh])
+            self._buffer = self._buffer[self._next :] + fresh.tolist()
             self._next = 0
         out = self._buffer[self._next : self._next + size]
         self._next += size
         return out
 
-    def _run(self):
-        env = self.env
-        while True:
-            index = int(self.ends_s.argmin())
-            self._wake_s = math.inf if self._paused_at is not None else self.ends_s[index]
-            try:
-                if math.isinf(self._wake_s):
-                    yield env.event()  # nothing in use, or paused; an interrupt wakes it
-                else:
-                    yield env.timeout(self._wake_s - env.now)
-            except simpy.Interrupt:
-                continue
-            if self.ends_s[index] != self._wake_s:
-                continue  # the slot was emptied or refilled meanwhile
-            lifetime = self._draw(1)[0]
-            if self.slot_scale is not None:
-                lifetime *= self.slot_scale[index // self.per_node]
-            self.ends_s[index] = env.now + lifetime
-            fc = self.failure_class
-            self.strike(
-                Failure(
-                    class_index=fc.index,
-                    name=fc.name,
-                    time_s=env.now,
-                    nodes=(index // self.per_node,) if self.per_node else (),
-                    detect_s=fc.detect_s,
-                    replace=fc.replace,
-                    repair_mean_s=fc.repair_mean_s,
-                    scope=fc.scope,
-                    component=index,
-                    loses_data=fc.loses_data,
-                )
-            )
+    def _draw1(self) -> float:
+        if self._next >= len(self._buffer):
+            self._buffer = self.failure_class.lifetime_s.sample(self.rng, BUFFER).tolist()
+            self._next = 0
+        self._next += 1
+        return self._buffer[self._next - 1]
 
 
 class FailureRouter:

@@ -17,7 +17,9 @@ traced by `Progress` when its work is kept or lost.
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import deque
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,7 +34,7 @@ from sim.engine.events import (
     StepTimeChanged,
     StorageChanged,
 )
-from sim.engine.failures import FailureSource
+from sim.engine.failures import FailureSource, IdleClock
 from sim.engine.ledger import Ledger, record
 from sim.engine.plan import ReplicaPlan
 from sim.engine.policies import POLICIES
@@ -42,6 +44,18 @@ from sim.engine.stretch import Stretch
 
 if TYPE_CHECKING:
     from sim.engine.stragglers import Stragglers
+
+
+def _cancel(env: simpy.Environment, event: simpy.Event) -> None:
+    """Take a scheduled event nobody waits for any more out of SimPy's queue (a heap)."""
+    queue = env._queue
+    for i, item in enumerate(queue):
+        if item[3] is event:
+            last = queue.pop()
+            if i < len(queue):
+                queue[i] = last
+                heapq.heapify(queue)
+            return
 
 
 class HorizonReached(Exception):
@@ -73,8 +87,15 @@ class Job:
         self.step_time.on_change = self.step_time_changed
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
         self._in_memory = False  # the job's state is on its GPUs (it trains)
-        self._computing = False  # inside a stretch's timeout: health checks may interrupt it
-        self.idle_paused: list[FailureSource] = []  # classes that strike only while computing
+        self._computing = False  # inside a stretch's wait: health checks may interrupt it
+        # the failure classes' clocks (the job's waits run to their next failure) and the
+        # compute time of `while_idle: false` classes (set in the build phase)
+        self.sources: list[FailureSource] = []
+        self.idle: IdleClock | None = None
+        # causes raised while the job itself handles a failure in line (the fabric or the tier
+        # answering it): taken, oldest first, as if they had interrupted its next wait
+        self._inbox: deque = deque()
+        self._routing = False
         self.maintenance_due = False
         self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
         self.health_rng: np.random.Generator | None = None  # set when health checks run
@@ -99,20 +120,28 @@ class Job:
         """The job process has started and not ended (finished or out of horizon)."""
         return self.process is not None and self.process.is_alive
 
+    def _notify(self, cause) -> None:
+        """Hand `cause` to the job process: into its inbox while it handles a failure in line
+        (a process cannot interrupt itself), otherwise as an interrupt of its wait."""
+        if self._routing:
+            self._inbox.append(cause)
+        else:
+            self.process.interrupt(cause)
+
     def strike(self, failure: Failure) -> None:
         """A failure reaches the job (counted by the router, not here)."""
         if self.running:
-            self.process.interrupt(failure)
+            self._notify(failure)
 
     def storage_changed(self, lost_data: bool) -> None:
         if self.process is not None and self.process.is_alive:
-            self.process.interrupt(StorageChanged(self.env.now, lost_data))
+            self._notify(StorageChanged(self.env.now, lost_data))
 
     def checkpoint_wanted(self) -> None:
         """Maintenance is due: stop at the next checkpoint (nodes a health check caught are
         drained at the checkpoint the job is heading for anyway)."""
         if self.running and self._computing:
-            self.process.interrupt(CheckpointWanted(self.env.now))
+            self._notify(CheckpointWanted(self.env.now))
 
     def slot_left(self, slot: int) -> None:
         """The node in `slot` left the job (failed, drained, the job shrank): nothing there is
@@ -131,12 +160,14 @@ class Job:
     def health_check(self) -> None:
         """A health check is due; it runs while the job computes (skipped while it is down)."""
         if self.running and self._computing:
-            self.process.interrupt(HealthCheck(self.env.now))
+            self._notify(HealthCheck(self.env.now))
 
     def step_time_changed(self) -> None:
         """The step time moved: a stretch under way is re-planned (from the job's own process,
         e.g. a straggler drained, the next stretch reads the new step time anyway)."""
-        if (
+        if self._routing:
+            self._inbox.append(StepTimeChanged(self.env.now))
+        elif (
             self.process is not None
             and self.process.is_alive
             and self.env.active_process is not self.process
@@ -149,7 +180,7 @@ class Job:
             self.policy.grows and self.cluster.active < self.plan.nodes
         )
         if wants and self.process is not None and self.process.is_alive:
-            self.process.interrupt(NodesAvailable(self.env.now))
+            self._notify(NodesAvailable(self.env.now))
 
     # ---- the process
 
@@ -197,8 +228,8 @@ class Job:
                 slow_step_s=self.step_time.slow_step_s(nodes, replicas),
             )
             t0 = env.now
-            for source in self.idle_paused:
-                source.resume()
+            if self.idle is not None:
+                self.idle.resume()
             # an elastic job that is short of nodes grows back at its next checkpoint, and
             # any job stops at its next checkpoint for maintenance or to drain caught nodes
             grow_at = 1 if self._stop_wanted() else None
@@ -214,12 +245,10 @@ class Job:
                 target = stretch.durable_s(k)
                 if blocked_at is not None:
                     target = min(target, blocked_at)
-                try:
-                    self._computing = True
-                    yield env.timeout(max(0.0, min(t0 + target, deadline) - env.now))
-                except simpy.Interrupt as interrupt:
-                    self._computing = False
-                    cause = interrupt.cause
+                self._computing = True
+                cause = yield from self._wait(min(t0 + target, deadline))
+                self._computing = False
+                if cause is not None:
                     if isinstance(cause, Failure):
                         survives = self.plan.memory_every and len(cause.nodes) == 1
                         self.progress.book(
@@ -249,7 +278,6 @@ class Job:
                     if grow_at is None and self._stop_wanted():
                         grow_at = stretch.next_checkpoint(env.now - t0)
                     continue
-                self._computing = False
                 if t0 + target > deadline:
                     self.progress.book(stretch, stretch.position(env.now - t0), env.now - t0)
                     raise HorizonReached
@@ -515,21 +543,18 @@ class Job:
         began = first = env.now
         stall = part == "checkpoint_stall_s"  # a checkpoint's rewrite: training, not downtime
         try:
-            if not stall:
-                for source in self.idle_paused:
-                    source.pause()
+            if not stall and self.idle is not None:
+                self.idle.pause()
             end = env.now + seconds
             deadline = self.plan.horizon_s
             while env.now < end:
                 start = env.now
-                try:
-                    yield env.timeout(min(end, deadline) - env.now)
-                except simpy.Interrupt as interrupt:
+                cause = yield from self._wait(min(end, deadline))
+                if cause is not None:
                     if stall:
                         self.ledger.checkpoint_stall_s += env.now - start
                     else:
                         self.ledger.downtime_s = self.ledger.downtime_s + env.now - start
-                    cause = interrupt.cause
                     if isinstance(cause, Failure):
                         if merge is None:
                             return cause
@@ -564,6 +589,36 @@ class Job:
                 setattr(ledger, part, getattr(ledger, part) + took)
             if self.timeline is not None and (env.now > began or began == first):
                 record(self.timeline, name, began, env.now - began, **args)
+
+    def _wait(self, until: float):
+        """Wait until wall time `until` (returns None), unless a cause ends the wait first
+        (returned): a failure whose clock runs out earlier, handled in line (routed; what it
+        raises comes back through the inbox), or an interrupt from another process.
+
+        One timeout at a time, to the earlier of `until` and the next failure of any class;
+        an interrupted one is taken out of SimPy's queue, which so holds only live events."""
+        env, inbox = self.env, self._inbox
+        while True:
+            if inbox:
+                return inbox.popleft()
+            wake, due = until, None
+            for source in self.sources:
+                at = source.next_s()
+                if at < wake:
+                    wake, due = at, source
+            timeout = env.timeout(max(0.0, wake - env.now))
+            try:
+                yield timeout
+            except simpy.Interrupt as interrupt:
+                _cancel(env, timeout)
+                return interrupt.cause
+            if due is None:
+                return None
+            self._routing = True
+            try:
+                due.fire()
+            finally:
+                self._routing = False
 
     def _can_grow(self) -> bool:
         if not self.policy.grows or self.cluster.active >= self.plan.nodes:

@@ -18,7 +18,7 @@ import simpy
 from sim.engine.cluster import Cluster
 from sim.engine.events import Failure, StragglerOnset
 from sim.engine.fabricstate import FabricState
-from sim.engine.failures import FailureRouter, FailureSource
+from sim.engine.failures import FailureRouter, FailureSource, IdleClock
 from sim.engine.job import Job
 from sim.engine.ledger import DOWNTIME_PARTS, Ledger
 from sim.engine.plan import ReplicaPlan
@@ -196,7 +196,12 @@ def simulate_replica(
     job_ref.append(job)
     router = FailureRouter(ledger, job)
     router_ref.append(router)
-    job.idle_paused = [src for src in sources if not src.failure_class.while_idle]
+    job.sources = sources
+    if any(not src.failure_class.while_idle for src in sources):
+        job.idle = IdleClock(env)
+        for src in sources:
+            if not src.failure_class.while_idle:
+                src.idle = job.idle
     if plan.health_checks is not None:
         job.health_rng = stream(seed, replica, "health_checks")
         env.process(_every(env, plan.health_checks.every_s, job.health_check))
