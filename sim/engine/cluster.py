@@ -23,9 +23,9 @@ import simpy
 from sim.engine.events import Failure
 from sim.engine.failures import FailureSource
 from sim.engine.plan import ReplicaPlan
+from sim.engine.repair import RepairCalendar, RepairShop
 
 if TYPE_CHECKING:
-    from sim.engine.repair import RepairShop
     from sim.engine.simulate import LazyStreams
 
 # where a node goes back to: the owned fleet (the job's nodes and the warm spares), or a pool
@@ -73,6 +73,7 @@ class Cluster:
         self.sources = sources
         self.on_node_returned = on_node_returned
         self.shop: RepairShop | None = None  # the repair pipeline, when the scenario has one
+        self.calendar = RepairCalendar(self.node_repaired)  # when nodes in repair come back
         self.fault_rng = fault_rng  # misdiagnosis draws
         # faults: lemons from the start, and nodes a false fix or misdiagnosis leaves faulty
         self.faulty = np.zeros(fleet, dtype=bool)
@@ -292,7 +293,7 @@ class Cluster:
         self.nodes_replaced += 1
         if failure.repair_s is not None:  # back together with a repaired part (a leaf switch)
             self.in_repair += 1
-            self.env.process(self._flat_repair(node, failure.repair_s))
+            self.calendar.back_at(self.env.now + failure.repair_s, node, True)
             return
         if attributable:
             self.faulty[node] = True  # it has a fault until a true fix
@@ -300,10 +301,10 @@ class Cluster:
             return
         self.in_repair += 1
         if self.shop is not None:
-            self.env.process(self.shop.repair(node))
+            self.shop.repair(node)
         else:
             duration = self.repair_rngs[failure.class_index].exponential(failure.repair_mean_s)
-            self.env.process(self._flat_repair(node, duration))
+            self.calendar.back_at(self.env.now + duration, node, True)
 
     def _other_slot(self, slot: int) -> int:
         assert self.fault_rng is not None
@@ -342,10 +343,6 @@ class Cluster:
         self.retired += 1
         self.lemons_retired += int(self.lemon[node])
         return True
-
-    def _flat_repair(self, node: int, duration_s: float):
-        yield self.env.timeout(duration_s)
-        self.node_repaired(node, fixed=True)
 
     def node_repaired(self, node: int, fixed: bool) -> None:
         """A node is back from repair: a true fix cures its fault (and a lemon for good);

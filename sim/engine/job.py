@@ -83,6 +83,7 @@ class Job:
         self.progress = Progress(env, plan, ledger, timeline)
         self.finished = False
         self._waiting_for_nodes = False
+        self._grows = self.policy.grows
         self.step_time = StepTime(plan)
         self.step_time.on_change = self.step_time_changed
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
@@ -92,10 +93,11 @@ class Job:
         # compute time of `while_idle: false` classes (set in the build phase)
         self.sources: list[FailureSource] = []
         self.idle: IdleClock | None = None
-        # causes raised while the job itself handles a failure in line (the fabric or the tier
-        # answering it): taken, oldest first, as if they had interrupted its next wait
+        # causes raised while the job itself handles a failure or advances the repair calendar
+        # in line (the fabric or the tier answering a failure, a node back): taken, oldest
+        # first, as if they had interrupted its next wait
         self._inbox: deque = deque()
-        self._routing = False
+        self._in_line = False
         self.maintenance_due = False
         self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
         self.health_rng: np.random.Generator | None = None  # set when health checks run
@@ -123,7 +125,7 @@ class Job:
     def _notify(self, cause) -> None:
         """Hand `cause` to the job process: into its inbox while it handles a failure in line
         (a process cannot interrupt itself), otherwise as an interrupt of its wait."""
-        if self._routing:
+        if self._in_line:
             self._inbox.append(cause)
         else:
             self.process.interrupt(cause)
@@ -165,7 +167,7 @@ class Job:
     def step_time_changed(self) -> None:
         """The step time moved: a stretch under way is re-planned (from the job's own process,
         e.g. a straggler drained, the next stretch reads the new step time anyway)."""
-        if self._routing:
+        if self._in_line:
             self._inbox.append(StepTimeChanged(self.env.now))
         elif (
             self.process is not None
@@ -597,7 +599,7 @@ class Job:
 
         One timeout at a time, to the earlier of `until` and the next failure of any class;
         an interrupted one is taken out of SimPy's queue, which so holds only live events."""
-        env, inbox = self.env, self._inbox
+        env, inbox, calendar = self.env, self._inbox, self.cluster.calendar
         while True:
             if inbox:
                 return inbox.popleft()
@@ -606,19 +608,33 @@ class Job:
                 at = source.next_s()
                 if at < wake:
                     wake, due = at, source
+            if self._waiting_for_nodes or (
+                self._grows and self.cluster.active < self.plan.nodes
+            ):  # a node back ends a wait for nodes, or lets an elastic job grow
+                at = calendar.next_s()
+                if at < wake:
+                    wake, due = at, calendar
             timeout = env.timeout(max(0.0, wake - env.now))
             try:
                 yield timeout
             except simpy.Interrupt as interrupt:
                 _cancel(env, timeout)
-                return interrupt.cause
-            if due is None:
-                return None
-            self._routing = True
+                self._in_line = True
+                try:
+                    calendar.advance(env.now)
+                finally:
+                    self._in_line = False
+                inbox.append(interrupt.cause)
+                return inbox.popleft()
+            self._in_line = True
             try:
-                due.fire()
+                calendar.advance(env.now)  # before any decision: the nodes back by now
+                if due is not None and due is not calendar:
+                    due.fire()
             finally:
-                self._routing = False
+                self._in_line = False
+            if due is None and not inbox:
+                return None
 
     def _can_grow(self) -> bool:
         if not self.policy.grows or self.cluster.active >= self.plan.nodes:

@@ -175,7 +175,7 @@ def simulate_replica(
     )
     if plan.repair is not None:
         cluster.shop = RepairShop(
-            env, plan.repair, cluster, stream(seed, replica, "repair_pipeline")
+            env, plan.repair, cluster.calendar, stream(seed, replica, "repair_pipeline")
         )
     storage = Storage(
         env,
@@ -236,6 +236,7 @@ def simulate_replica(
 
     # run
     env.run(until=process)
+    cluster.calendar.advance(env.now)  # nodes back by the end
     if stragglers is not None:
         ledger.straggler_s = stragglers.seconds(env.now)
 
