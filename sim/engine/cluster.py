@@ -220,18 +220,21 @@ class Cluster:
         """(slot, node, class index) of the job's nodes whose next node-attributable failure
         is due within `lead_s` (what a health check could catch)."""
         horizon = self.env.now + lead_s
-        nodes = self.filled.size
-        soonest = np.full(nodes, np.inf)
-        cls = np.full(nodes, -1)
+        soonest: dict[int, tuple[float, int]] = {}  # slot -> (its first end, class index)
         for source in self.sources:
             if not (source.failure_class.attributable and source.per_node):
                 continue
-            ends = source.ends_s.reshape(nodes, source.per_node).min(axis=1)
-            sooner = ends < soonest
-            soonest[sooner] = ends[sooner]
-            cls[sooner] = source.failure_class.index
-        slots = np.flatnonzero((soonest < horizon) & self.filled)
-        return [(int(s), int(self.slot_node[s]), int(cls[s])) for s in slots]
+            index, per_node = source.failure_class.index, source.per_node
+            for end, component in source.due_before(horizon):
+                slot = component // per_node
+                if end < soonest.get(slot, (horizon,))[0]:
+                    soonest[slot] = (end, index)
+        filled, slot_node = self.filled, self.slot_node
+        return [
+            (slot, int(slot_node[slot]), cls)
+            for slot, (_, cls) in sorted(soonest.items())
+            if filled[slot]
+        ]
 
     # ---- pools
 

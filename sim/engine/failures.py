@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import simpy
 
+from sim.distributions import Distribution, Exponential, Weibull
 from sim.engine.events import Failure
 from sim.engine.ledger import Ledger
 from sim.engine.plan import FailureClassPlan
@@ -28,6 +29,14 @@ if TYPE_CHECKING:  # the job imports the cluster, which imports this module
     from sim.engine.job import Job
 
 BUFFER = 256  # lifetimes drawn per numpy call
+
+
+def minimum_of(law: Exponential | Weibull, n: int) -> Distribution:
+    """The law of the first of `n` independent lifetimes of `law` (same family, mean scaled:
+    exponential by 1/n, Weibull of shape k by n^(-1/k))."""
+    if isinstance(law, Exponential):
+        return Exponential(law.mean / n)
+    return Weibull(law.mean * n ** (-1.0 / law.shape), law.shape)
 
 
 class IdleClock:
@@ -83,8 +92,15 @@ class FailureSource:
         self.failure_class = failure_class
         self.rng = rng
         self.strike = strike
-        # components per node slot; 0 means job-wide components (the job, cables, switches)
+        # clocks per node slot; 0 means job-wide components (the job, cables, switches)
         self.per_node = {"gpu": gpus_per_node, "node": 1}.get(failure_class.scope, 0)
+        self.law = failure_class.lifetime_s
+        self.gpus = 1  # components a clock stands for
+        if self.per_node > 1 and isinstance(self.law, Exponential | Weibull):
+            # a node's GPUs fail when the first of them does: one clock per node, whose
+            # lifetime is the minimum of its GPUs' (exponential, Weibull: the same law)
+            self.law, self.gpus = minimum_of(self.law, self.per_node), self.per_node
+            self.per_node = 1
         size = nodes * self.per_node if self.per_node else failure_class.components
         self.ends: list[float] = [math.inf] * size
         self._heap: list[tuple[float, int]] = []
@@ -148,7 +164,7 @@ class FailureSource:
                 replace=fc.replace,
                 repair_mean_s=fc.repair_mean_s,
                 scope=fc.scope,
-                component=index,
+                component=index * self.gpus,
                 loses_data=fc.loses_data,
             )
         )
@@ -212,6 +228,23 @@ class FailureSource:
         for slot in node_slots.tolist():
             self.deactivate_one(slot)
 
+    def due_before(self, wall_s: float) -> list[tuple[float, int]]:
+        """(wall time, component) of the live clocks that run out before `wall_s`, in no
+        order: a walk down the heap that stops at entries due later."""
+        offset = 0.0 if self.idle is None else self.idle.idle_s
+        limit = wall_s - offset
+        heap, ends, out = self._heap, self.ends, []
+        todo = [0] if heap else []
+        while todo:
+            i = todo.pop()
+            end, index = heap[i]
+            if end >= limit:
+                continue
+            if ends[index] == end:
+                out.append((end + offset, index))
+            todo.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(heap))
+        return out
+
     def _compact(self) -> None:
         if self._stale > 64 and self._stale > len(self._heap) // 2:
             self._rebuild()
@@ -220,7 +253,7 @@ class FailureSource:
         """Lifetimes from the class's stream, drawn in blocks (one numpy call per block,
         turned into Python floats: the engine's hot path)."""
         if self._next + size > len(self._buffer):
-            fresh = self.failure_class.lifetime_s.sample(self.rng, max(BUFFER, size))
+            fresh = self.law.sample(self.rng, max(BUFFER, size))
             self._buffer = self._buffer[self._next :] + fresh.tolist()
             self._next = 0
         out = self._buffer[self._next : self._next + size]
@@ -229,7 +262,7 @@ class FailureSource:
 
     def _draw1(self) -> float:
         if self._next >= len(self._buffer):
-            self._buffer = self.failure_class.lifetime_s.sample(self.rng, BUFFER).tolist()
+            self._buffer = self.law.sample(self.rng, BUFFER).tolist()
             self._next = 0
         self._next += 1
         return self._buffer[self._next - 1]
