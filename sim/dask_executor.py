@@ -6,6 +6,9 @@ running cluster (Slurm via dask-jobqueue, Kubernetes via the Dask Helm chart or
 dask-kubernetes: see docs/scale-out.md). Each task is one chunk; results stream
 back as tasks finish, so the table is identical to a serial run with the same seed.
 Workers must have the same trainsim installed (a task checks the version).
+The caller (`sim/montecarlo.py`) hands in how a chunk becomes a table (`run_table`) and
+the error rows of a chunk that could not run (`failed_table`): this module does not
+import the Monte Carlo layer back.
 
 Tasks are impure and keyed by the run's seed and a random token, so runs sharing a
 cluster never share results. A stop (SIGINT/SIGTERM) sets a Dask `Event` named
@@ -27,14 +30,13 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any
 
 import pandas as pd
 
 from sim import __version__
-from sim.montecarlo import Chunk, chunk_table, error_row, run_chunk_table
 from sim.scenario import ScenarioError
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler
@@ -46,14 +48,28 @@ NO_WORKERS_NOTICE = 20.0  # seconds without a worker before saying so
 DEFAULT_PORT = 8786
 
 
+Chunk = Any  # sim.montecarlo.Chunk: a point, its plan and a range of replicas
+# (chunk, stop flag) -> the chunk's table; (chunk, why) -> error rows for all its replicas
+RunTable = Callable[[Chunk, Any], pd.DataFrame]
+FailedTable = Callable[[Chunk, str], pd.DataFrame]
+
+
 class WorkerMismatch(RuntimeError):
     """A worker runs another trainsim version than the client."""
 
 
 def run_dask(
-    todo: list[Chunk], workers: int, scheduler: str | None, deliver, advance, signals: Any
+    todo: list[Chunk],
+    workers: int,
+    scheduler: str | None,
+    deliver,
+    advance,
+    signals: Any,
+    run_table: RunTable,
+    failed_table: FailedTable,
 ) -> None:
-    """Run the chunks as Dask tasks; hand each finished chunk to `deliver` and `advance`."""
+    """Run the chunks as Dask tasks (`run_table` on a worker); hand each finished chunk to
+    `deliver` and `advance` (a lost task's chunk as `failed_table`'s error rows)."""
     try:
         import distributed
     except ImportError:
@@ -84,7 +100,17 @@ def run_dask(
             client = distributed.Client(cluster, set_as_default=False)
         try:
             if not signals.stop.is_set():
-                _Run(distributed, client, scheduler, todo, deliver, advance, signals).run()
+                _Run(
+                    distributed,
+                    client,
+                    scheduler,
+                    todo,
+                    deliver,
+                    advance,
+                    signals,
+                    run_table,
+                    failed_table,
+                ).run()
         finally:
             _close(client, cluster)
 
@@ -92,15 +118,28 @@ def run_dask(
 class _Run:
     """One run's tasks on one client."""
 
-    def __init__(self, distributed, client, scheduler, todo, deliver, advance, signals):
+    def __init__(
+        self,
+        distributed,
+        client,
+        scheduler,
+        todo,
+        deliver,
+        advance,
+        signals,
+        run_table,
+        failed_table,
+    ):
         self.distributed, self.client, self.scheduler = distributed, client, scheduler
         self.deliver, self.advance, self.signals = deliver, advance, signals
+        self.failed_table = failed_table
         token = uuid.uuid4().hex[:12]
         seed = todo[0].seed
         self.stop_name = f"trainsim-stop-{seed}-{token}"
         self.futures = {
             client.submit(
                 _run_task,
+                run_table,
                 chunk,
                 __version__,
                 self.stop_name,
@@ -162,7 +201,7 @@ class _Run:
             if isinstance(exc, CancelledError):  # not by us: the run cannot finish here
                 self._lost(getattr(exc, "reason", "cancelled"))
             self._fatal(exc)
-            rows = _failed_chunk(chunk, _task_failure(exc))
+            rows = self.failed_table(chunk, _task_failure(exc))
         self.deliver(chunk, rows)
         self.advance(len(rows))
 
@@ -218,13 +257,13 @@ class _Run:
         self.futures.clear()
 
 
-def _run_task(chunk: Chunk, version: str, stop_name: str) -> pd.DataFrame:
+def _run_task(run_table: RunTable, chunk: Chunk, version: str, stop_name: str) -> pd.DataFrame:
     """A chunk on a worker: the client's trainsim, stopping when the run's event is set."""
     if version != __version__:
         raise WorkerMismatch(
             f"worker {socket.gethostname()} has trainsim {__version__}, the client {version}"
         )
-    return run_chunk_table(chunk, _ClusterStop(stop_name))
+    return run_table(chunk, _ClusterStop(stop_name))
 
 
 class _ClusterStop:
@@ -250,19 +289,6 @@ class _ClusterStop:
         except Exception:  # noqa: BLE001 - no scheduler to ask: the chunk runs on
             self._next = now + 10 * STOP_POLL
         return self._set
-
-
-def _failed_chunk(chunk: Chunk, text: str) -> pd.DataFrame:
-    """Error rows for every replica of a chunk, with the columns of a chunk that ran (the
-    per-class failure counts too: the run's parts must share one schema to merge)."""
-    classes = {f"failures_{fc.name}": None for fc in chunk.plan.failure_classes}
-    return chunk_table(
-        chunk,
-        [
-            {**classes, **error_row(chunk, r, text)}
-            for r in range(chunk.first_replica, chunk.first_replica + chunk.replicas)
-        ],
-    )
 
 
 def _task_failure(exc: BaseException) -> str:

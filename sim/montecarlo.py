@@ -175,6 +175,19 @@ def error_row(chunk: Chunk, replica: int, exc: BaseException | str) -> dict:
     }
 
 
+def failed_chunk(chunk: Chunk, text: str) -> pd.DataFrame:
+    """Error rows for every replica of a chunk, with the columns of a chunk that ran (the
+    per-class failure counts too: the run's parts must share one schema to merge)."""
+    classes = {f"failures_{fc.name}": None for fc in chunk.plan.failure_classes}
+    return chunk_table(
+        chunk,
+        [
+            {**classes, **error_row(chunk, r, text)}
+            for r in range(chunk.first_replica, chunk.first_replica + chunk.replicas)
+        ],
+    )
+
+
 def chunks(
     scenario_set: ScenarioSet,
     replicas: int,
@@ -282,7 +295,9 @@ def run(
         else:
             from sim.dask_executor import run_dask
 
-            run_dask(todo, workers, scheduler, deliver, advance, signals)
+            run_dask(
+                todo, workers, scheduler, deliver, advance, signals, run_chunk_table, failed_chunk
+            )
         if signals.caught:
             raise Interrupted(signals.caught, errors[1], total)
 

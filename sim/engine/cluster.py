@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
@@ -24,9 +23,7 @@ from sim.engine.events import Failure
 from sim.engine.failures import FailureSource
 from sim.engine.plan import ReplicaPlan
 from sim.engine.repair import RepairCalendar, RepairShop
-
-if TYPE_CHECKING:
-    from sim.engine.simulate import LazyStreams
+from sim.engine.streams import LazyStreams
 
 # where a node goes back to: the owned fleet (the job's nodes and the warm spares), or a pool
 OWNED, COLD, PREEMPTIBLE = 0, 1, 2

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import simpy
 
@@ -22,9 +21,7 @@ from sim.engine.events import Failure
 from sim.engine.job import Job
 from sim.engine.plan import ReplicaPlan
 from sim.engine.slowdown import DEGRADED_FABRIC
-
-if TYPE_CHECKING:  # the replica builder owns the random streams
-    from sim.engine.simulate import LazyStreams
+from sim.engine.streams import LazyStreams
 
 
 class FabricState:

@@ -1,5 +1,5 @@
-"""Failure sources (one per failure class, over the components the job uses) and the
-router that counts every failure once and hands it to whoever owns the component.
+"""Failure sources: one per failure class, the clocks of the components the job uses
+(the router, `sim/engine/router.py`, counts each failure and hands it on).
 
 Each component slot (a GPU or node position in the job, or the job itself) has
 the time its current lifetime ends: drawn fresh when a node enters the slot,
@@ -14,19 +14,13 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
 
 from sim.distributions import Distribution, Exponential, Weibull
 from sim.engine.events import Failure
-from sim.engine.ledger import Ledger
 from sim.engine.plan import FailureClassPlan
-
-if TYPE_CHECKING:  # the job imports the cluster, which imports this module
-    from sim.engine.job import Job
 
 BUFFER = 256  # lifetimes drawn per numpy call
 
@@ -266,70 +260,3 @@ class FailureSource:
             self._next = 0
         self._next += 1
         return self._buffer[self._next - 1]
-
-
-class FailureRouter:
-    """The one door every failure passes through, from the failure sources and from tests
-    that inject failures: counted once (only while the job runs), then handed to the
-    owner of the struck component: the fabric for cables and switches (a leaf switch
-    comes back to the job as a failure of its nodes), the storage tier, or the job."""
-
-    def __init__(self, ledger: Ledger, job: Job):
-        self.ledger = ledger
-        self.job = job
-        self.handlers: dict[str, Callable[[Failure], None]] = {}
-        self.faults_matter = job.plan.faults_matter
-        self.attributable = [fc.attributable for fc in job.plan.failure_classes]
-        self.silent = [fc.silent for fc in job.plan.failure_classes]
-
-    def register(self, scopes: tuple[str, ...], handler: Callable[[Failure], None]) -> None:
-        for scope in scopes:
-            self.handlers[scope] = handler
-
-    def route(self, failure: Failure) -> None:
-        if not self.job.running:
-            return
-        if failure.since_s is not None:  # a silent corruption found now: counted when it struck
-            self.handlers.get(failure.scope, self.job.strike)(failure)
-            return
-        if self.silent[failure.class_index] and not self.job.holds_state:
-            return  # no training state on the GPUs while the job is down: nothing to corrupt
-        self.ledger.failures[failure.class_index] += 1
-        if self.silent[failure.class_index]:  # nobody notices until its detection
-            cluster = self.job.cluster
-            node_ids = [int(cluster.slot_node[slot]) for slot in failure.nodes]
-
-            def found(_) -> None:
-                if self.job.progress.corruption_gone(failure.time_s):
-                    return  # a recovery since restarted from before it: nothing left to find
-                # the faulty node leaves only if it still serves where it struck
-                nodes = tuple(
-                    slot
-                    for slot, node in zip(failure.nodes, node_ids)
-                    if cluster.slot_node[slot] == node
-                )
-                self.route(
-                    replace(
-                        failure,
-                        time_s=failure.time_s + failure.detect_s,
-                        detect_s=0.0,
-                        since_s=failure.time_s,
-                        nodes=nodes,
-                    )
-                )
-
-            self.job.env.timeout(failure.detect_s).callbacks.append(found)
-            if self.faults_matter:
-                self._count_lemon(failure)
-            return
-        if self.faults_matter:
-            self._count_lemon(failure)
-        self.handlers.get(failure.scope, self.job.strike)(failure)
-
-    def _count_lemon(self, failure: Failure) -> None:
-        if (
-            self.attributable[failure.class_index]
-            and failure.nodes
-            and self.job.cluster.is_faulty(failure.nodes[0])
-        ):
-            self.ledger.failures_lemon += 1

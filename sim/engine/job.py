@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 import simpy
@@ -41,9 +41,6 @@ from sim.engine.policies import POLICIES
 from sim.engine.progress import Progress
 from sim.engine.slowdown import StepTime
 from sim.engine.stretch import Stretch
-
-if TYPE_CHECKING:
-    from sim.engine.stragglers import Stragglers
 
 
 def _cancel(env: simpy.Environment, event: simpy.Event) -> None:
@@ -102,7 +99,8 @@ class Job:
         self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
         self.health_rng: np.random.Generator | None = None  # set when health checks run
         self.process: simpy.Process | None = None
-        self.stragglers: Stragglers | None = None  # set when the scenario has stragglers
+        # a straggler in a slot whose node left is gone (set when the scenario has stragglers)
+        self.straggler_left: Callable[[int], None] | None = None
         # sync checkpoints validated with corruption possible: a corrupt one is rewritten
         self._rewrites = plan.validate and plan.corrupt_prob > 0 and plan.mode == "sync"
 
@@ -150,8 +148,8 @@ class Job:
         to be drained any more, and a straggler there is gone."""
         if self.caught:
             self.caught.pop(slot, None)
-        if self.stragglers is not None:
-            self.stragglers.left(slot)
+        if self.straggler_left is not None:
+            self.straggler_left(slot)
 
     def drain_at_checkpoint(self, slot: int, node: int, class_index: int) -> None:
         """A detector named the node in `slot` (a straggler): drain it at the next checkpoint."""

@@ -1,9 +1,6 @@
 """One replica: build the model → env.run → finalise → RunRecord.
 
-Random streams: replica r of seed s draws from
-`SeedSequence(s, spawn_key=(r, STREAM, class_index))`, with STREAM from the
-fixed table below (append only). The streams do not depend on the sweep point,
-so every point of a sweep sees the same failure lifetimes (common random numbers).
+Random streams: `sim/engine/streams.py` (the fixed table STREAMS, append only).
 """
 
 from __future__ import annotations
@@ -12,60 +9,24 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import simpy
 
 from sim.engine.cluster import Cluster
 from sim.engine.events import Failure, StragglerOnset
 from sim.engine.fabricstate import FabricState
-from sim.engine.failures import FailureRouter, FailureSource, IdleClock
+from sim.engine.failures import FailureSource, IdleClock
 from sim.engine.job import Job
 from sim.engine.ledger import DOWNTIME_PARTS, Ledger
 from sim.engine.plan import ReplicaPlan
 from sim.engine.repair import RepairShop
+from sim.engine.router import FailureRouter
 from sim.engine.storage import Storage
 from sim.engine.stragglers import Stragglers
-
-# Stream table: fixed ids, only ever appended to (changing one changes every result).
-STREAMS = {
-    "failure_lifetimes": 0,
-    "repair_times": 1,
-    "fabric_repairs": 2,
-    "storage_repairs": 3,
-    "lemons": 4,  # which nodes start with a fault
-    "repair_pipeline": 5,  # stage times and outcomes of the repair pipeline
-    "misdiagnosis": 6,
-    "health_checks": 7,  # which failing nodes a check catches
-    "checkpoint_corruption": 8,  # a uniform per checkpoint written
-    "stragglers": 9,  # onsets, nodes, slowdowns, clearing times
-}
+from sim.engine.streams import STREAMS, LazyStreams, stream  # noqa: F401 (STREAMS: re-exported)
 
 HOUR_S = 3600.0
 # the ledger's downtime parts and their output columns
 DOWNTIME_FIELDS = tuple((part, part.removesuffix("_s") + "_hours") for part in DOWNTIME_PARTS)
-
-
-def stream(seed: int, replica: int, name: str, index: int = 0) -> np.random.Generator:
-    sequence = np.random.SeedSequence(seed, spawn_key=(replica, STREAMS[name], index))
-    return np.random.Generator(np.random.PCG64(sequence))
-
-
-class LazyStreams:
-    """One named stream per failure class, each created when first drawn from: most
-    replicas never repair a storage tier or a cable, and a generator costs more to build
-    than many draws. The numbers are the same as if built up front."""
-
-    __slots__ = ("seed", "replica", "name", "_made")
-
-    def __init__(self, seed: int, replica: int, name: str):
-        self.seed, self.replica, self.name = seed, replica, name
-        self._made: dict[int, np.random.Generator] = {}
-
-    def __getitem__(self, index: int) -> np.random.Generator:
-        rng = self._made.get(index)
-        if rng is None:
-            rng = self._made[index] = stream(self.seed, self.replica, self.name, index)
-        return rng
 
 
 @dataclass
@@ -190,7 +151,8 @@ def simulate_replica(
         if plan.stragglers is not None
         else None
     )
-    job.stragglers = stragglers
+    if stragglers is not None:
+        job.straggler_left = stragglers.left
     if plan.stragglers is not None or plan.health_checks is not None:
         cluster.on_left = job.slot_left  # nodes to drain, stragglers: gone with their node
     job_ref.append(job)

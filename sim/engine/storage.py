@@ -11,15 +11,12 @@ a time; copies still running when the tier goes down are lost.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import simpy
 
 from sim.engine.events import Failure
 from sim.engine.plan import ReplicaPlan
-
-if TYPE_CHECKING:  # the replica builder owns the random streams
-    from sim.engine.simulate import LazyStreams
+from sim.engine.streams import LazyStreams
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ do not go through interrupts at all (the job's one timeout runs to the next of t
 
 from __future__ import annotations
 
-import simpy
 from unittest import mock
+
+import simpy
 
 from sim.engine import build_plan, simulate, simulate_replica
 from sim.scenario import load_scenario

@@ -1,0 +1,80 @@
+"""The failure router: the one door every failure passes through, from the failure sources
+and from tests that inject failures. It counts each failure once (only while the job runs)
+and hands it to the owner of the struck component: the fabric, the storage tier, or the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from sim.engine.events import Failure
+from sim.engine.job import Job
+from sim.engine.ledger import Ledger
+
+
+class FailureRouter:
+    """The one door every failure passes through, from the failure sources and from tests
+    that inject failures: counted once (only while the job runs), then handed to the
+    owner of the struck component: the fabric for cables and switches (a leaf switch
+    comes back to the job as a failure of its nodes), the storage tier, or the job."""
+
+    def __init__(self, ledger: Ledger, job: Job):
+        self.ledger = ledger
+        self.job = job
+        self.handlers: dict[str, Callable[[Failure], None]] = {}
+        self.faults_matter = job.plan.faults_matter
+        self.attributable = [fc.attributable for fc in job.plan.failure_classes]
+        self.silent = [fc.silent for fc in job.plan.failure_classes]
+
+    def register(self, scopes: tuple[str, ...], handler: Callable[[Failure], None]) -> None:
+        for scope in scopes:
+            self.handlers[scope] = handler
+
+    def route(self, failure: Failure) -> None:
+        if not self.job.running:
+            return
+        if failure.since_s is not None:  # a silent corruption found now: counted when it struck
+            self.handlers.get(failure.scope, self.job.strike)(failure)
+            return
+        if self.silent[failure.class_index] and not self.job.holds_state:
+            return  # no training state on the GPUs while the job is down: nothing to corrupt
+        self.ledger.failures[failure.class_index] += 1
+        if self.silent[failure.class_index]:  # nobody notices until its detection
+            cluster = self.job.cluster
+            node_ids = [int(cluster.slot_node[slot]) for slot in failure.nodes]
+
+            def found(_) -> None:
+                if self.job.progress.corruption_gone(failure.time_s):
+                    return  # a recovery since restarted from before it: nothing left to find
+                # the faulty node leaves only if it still serves where it struck
+                nodes = tuple(
+                    slot
+                    for slot, node in zip(failure.nodes, node_ids)
+                    if cluster.slot_node[slot] == node
+                )
+                self.route(
+                    replace(
+                        failure,
+                        time_s=failure.time_s + failure.detect_s,
+                        detect_s=0.0,
+                        since_s=failure.time_s,
+                        nodes=nodes,
+                    )
+                )
+
+            self.job.env.timeout(failure.detect_s).callbacks.append(found)
+            if self.faults_matter:
+                self._count_lemon(failure)
+            return
+        if self.faults_matter:
+            self._count_lemon(failure)
+        self.handlers.get(failure.scope, self.job.strike)(failure)
+
+    def _count_lemon(self, failure: Failure) -> None:
+        if (
+            self.attributable[failure.class_index]
+            and failure.nodes
+            and self.job.cluster.is_faulty(failure.nodes[0])
+        ):
+            self.ledger.failures_lemon += 1
