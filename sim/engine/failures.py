@@ -5,8 +5,8 @@ Each component slot (a GPU or node position in the job, or the job itself) has
 the time its current lifetime ends: drawn fresh when a node enters the slot,
 renewed when the component fails, infinite while the slot is empty. No source is a
 SimPy process: the job's one timeout runs to the earliest of its own next event and
-every class's next failure (the top of the class's heap), and it handles a failure
-in line when its wait reaches it.
+the next failure of any class (`FailureClocks`: the top of a heap of every class's
+clocks), and it handles a failure in line when its wait reaches it.
 """
 
 from __future__ import annotations
@@ -59,18 +59,86 @@ class IdleClock:
         return (self.env.now if self.since is None else self.since) - self.idle_s
 
 
+class FailureClocks:
+    """Every class's clocks in two heaps of (end, source position, component): one in wall
+    time, one in compute time (the `while_idle: false` classes). The next failure of all
+    classes is the earlier of the two tops; an entry whose end no longer matches its source's
+    list (the slot was emptied or refilled) is stale and dropped when it reaches a top.
+
+    Lifecycle: built over the sources (before the cluster fills the slots); `next` for the
+    job's wait, `fire` when the wait reaches it.
+    """
+
+    __slots__ = ("sources", "idle", "wall", "compute", "stale")
+
+    def __init__(self, sources: list[FailureSource], idle: IdleClock | None):
+        self.sources = sources
+        self.idle = idle
+        self.wall: list[tuple[float, int, int]] = []
+        self.compute: list[tuple[float, int, int]] = []
+        self.stale = 0  # entries of either heap that no longer match
+        for position, source in enumerate(sources):
+            source.position = position
+            source.clocks = self
+            if not source.failure_class.while_idle:
+                assert idle is not None
+                source.idle = idle
+                source.heap = self.compute
+            else:
+                source.heap = self.wall
+
+    def next(self) -> tuple[float, FailureSource | None]:
+        """(wall time, source) of the next failure of any class; (inf, None) when none is
+        due (no component in use, or only compute-time clocks while the job is down)."""
+        sources = self.sources
+        best, due = math.inf, None
+        heap = self.wall
+        while heap:
+            end, position, index = heap[0]
+            if sources[position].ends[index] == end:
+                best, due = end, sources[position]
+                break
+            heapq.heappop(heap)
+            self.stale -= 1
+        heap = self.compute
+        if heap and self.idle.since is None:
+            offset = self.idle.idle_s
+            while heap:
+                end, position, index = heap[0]
+                if sources[position].ends[index] == end:
+                    if end + offset < best:
+                        best, due = end + offset, sources[position]
+                    break
+                heapq.heappop(heap)
+                self.stale -= 1
+        return best, due
+
+    def compact(self) -> None:
+        """Rebuild the heaps from the live clocks when stale entries outnumber them."""
+        if self.stale <= 64 or self.stale <= (len(self.wall) + len(self.compute)) // 2:
+            return
+        self.wall.clear()
+        self.compute.clear()
+        for source in self.sources:
+            source.heap.extend(
+                (end, source.position, i) for i, end in enumerate(source.ends) if end != math.inf
+            )
+        heapq.heapify(self.wall)
+        heapq.heapify(self.compute)
+        self.stale = 0
+
+
 class FailureSource:
     """The clocks of one failure class over its components, and the failure when one runs out.
 
-    Lifecycle: build (all slots empty) → `activate` the job's nodes → `start` (job-wide
-    components) → the job asks `next_s` for the wall time of the class's next failure and,
-    when its wait reaches it, calls `fire`: the component's lifetime is renewed and the
-    failure goes out through `strike`. Nothing here is a SimPy process.
+    Lifecycle: build (all slots empty) → `FailureClocks` over all sources → `activate` the
+    job's nodes → `start` (job-wide components) → the job's wait reaches the class's next
+    failure (`FailureClocks.next`) and calls `fire`: the component's lifetime is renewed and
+    the failure goes out through `strike`. Nothing here is a SimPy process.
 
     Each component's lifetime end is kept in the class's time base (wall time, or compute
-    time for `while_idle: false`, see `IdleClock`), in a list and in a heap whose top is
-    the next failure; an entry whose end no longer matches the list (the slot was emptied
-    or refilled) is stale and dropped when it reaches the top.
+    time for `while_idle: false`, see `IdleClock`) in `ends`, and in the clocks' heap of
+    that time base.
     """
 
     def __init__(
@@ -97,102 +165,102 @@ class FailureSource:
             self.per_node = 1
         size = nodes * self.per_node if self.per_node else failure_class.components
         self.ends: list[float] = [math.inf] * size
-        self._heap: list[tuple[float, int]] = []
-        self._stale = 0  # heap entries that no longer match `ends`
         self._buffer: list[float] = []
         self._next = 0
         # lifetime scale of the node in each job slot (1/lemon multiplier while it is faulty);
         # shared with the cluster, set only for node-attributable classes when faults matter
         self.slot_scale: np.ndarray | None = None
-        # while_idle false: the clocks run in compute time (set in the build phase)
+        # set by FailureClocks: the compute time of a while_idle false class, the heap
         self.idle: IdleClock | None = None
+        self.clocks: FailureClocks | None = None
+        self.heap: list[tuple[float, int, int]] = []
+        self.position = 0
+        fc = failure_class
+        # the fields every failure of the class shares (a Failure is built from them in `fire`
+        # without the frozen dataclass's per-field __init__: the hot path)
+        self._template = {
+            "class_index": fc.index,
+            "name": fc.name,
+            "detect_s": fc.detect_s,
+            "replace": fc.replace,
+            "repair_mean_s": fc.repair_mean_s,
+            "scope": fc.scope,
+            "repair_s": None,
+            "loses_data": fc.loses_data,
+            "since_s": None,
+        }
+        assert set(self._template) | {"time_s", "nodes", "component"} == set(
+            Failure.__dataclass_fields__
+        )
 
     def _now(self) -> float:
         return self.env.now if self.idle is None else self.idle.now()
 
-    @property
-    def ends_s(self) -> np.ndarray:
-        """Each component's lifetime end in wall time, as if the job computed from now on."""
-        ends = np.array(self.ends)
-        return ends if self.idle is None else ends + self.idle.idle_s
-
     def start(self) -> None:
         if self.per_node == 0:
             now = self._now()
-            self.ends = [now + d for d in self._draw(len(self.ends))]
-            self._rebuild()
-
-    def next_s(self) -> float:
-        """The wall time of the class's next failure (inf: none, or its clocks stand still)."""
-        heap, ends = self._heap, self.ends
-        while heap:
-            end, index = heap[0]
-            if ends[index] == end:
-                idle = self.idle
-                if idle is None:
-                    return end
-                return math.inf if idle.since is not None else end + idle.idle_s
-            heapq.heappop(heap)
-            self._stale -= 1
-        return math.inf
+            self._fill(range(len(self.ends)), [now + d for d in self._draw(len(self.ends))])
 
     def fire(self) -> None:
-        """The next failure is due now (the job's wait reached `next_s`): renew the
+        """The class's next failure is due now (the job's wait reached it): renew the
         component's lifetime and send the failure out."""
-        _, index = heapq.heappop(self._heap)
+        heap, ends = self.heap, self.ends
+        _, _, index = heapq.heappop(heap)
         lifetime = self._draw1()
         per_node = self.per_node
         if self.slot_scale is not None:
             lifetime *= float(self.slot_scale[index // per_node])
         end = self._now() + lifetime
-        self.ends[index] = end
-        heapq.heappush(self._heap, (end, index))
-        fc = self.failure_class
-        self.strike(
-            Failure(
-                class_index=fc.index,
-                name=fc.name,
-                time_s=self.env.now,
-                nodes=(index // per_node,) if per_node else (),
-                detect_s=fc.detect_s,
-                replace=fc.replace,
-                repair_mean_s=fc.repair_mean_s,
-                scope=fc.scope,
-                component=index * self.gpus,
-                loses_data=fc.loses_data,
-            )
-        )
+        ends[index] = end
+        heapq.heappush(heap, (end, self.position, index))
+        failure = Failure.__new__(Failure)
+        fields = failure.__dict__
+        fields.update(self._template)
+        fields["time_s"] = self.env.now
+        fields["nodes"] = (index // per_node,) if per_node else ()
+        fields["component"] = index * self.gpus
+        self.strike(failure)
 
     def _set(self, index: int, end: float) -> None:
         if self.ends[index] != math.inf:
-            self._stale += 1
+            self.clocks.stale += 1
         self.ends[index] = end
-        heapq.heappush(self._heap, (end, index))
+        heapq.heappush(self.heap, (end, self.position, index))
 
-    def _rebuild(self) -> None:
-        """A heap of the live ends only (at the start, and when stale entries outnumber them)."""
-        self._heap = [(end, i) for i, end in enumerate(self.ends) if end != math.inf]
-        heapq.heapify(self._heap)
-        self._stale = 0
+    def _fill(self, indices, ends: list[float]) -> None:
+        """Many clocks at once (the build): into the list, and the heap heapified once."""
+        position, own = self.position, self.ends
+        for i, end in zip(indices, ends):
+            if own[i] != math.inf:
+                self.clocks.stale += 1
+            own[i] = end
+        self.heap.extend(zip(ends, [position] * len(ends), indices))
+        heapq.heapify(self.heap)
 
     def activate(self, node_slots: np.ndarray) -> None:
         """New nodes entered these slots: their components start fresh lifetimes."""
         if self.per_node == 0 or node_slots.size == 0:
             return
         per_node = self.per_node
-        draws = np.array(self._draw(per_node * node_slots.size))
+        size = per_node * node_slots.size
+        if self._next >= len(self._buffer) and size >= BUFFER:  # the same numbers, as numpy
+            draws = self.law.sample(self.rng, size)
+        else:
+            draws = np.array(self._draw(size))
         if self.slot_scale is not None:
-            draws = draws * np.repeat(self.slot_scale[node_slots], per_node)
+            scale = self.slot_scale[node_slots]
+            draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
         ends = (self._now() + draws).tolist()
-        index = (node_slots[:, None] * per_node + np.arange(per_node)).ravel().tolist()
-        if len(index) * 4 >= len(self.ends):  # many at once (the build): one heapify
+        if per_node == 1:
+            index = node_slots.tolist()
+        else:
+            index = (node_slots[:, None] * per_node + np.arange(per_node)).ravel().tolist()
+        if size >= 64:
+            self._fill(index, ends)
+        else:
             for i, end in zip(index, ends):
-                self.ends[i] = end
-            self._rebuild()
-            return
-        for i, end in zip(index, ends):
-            self._set(i, end)
-        self._compact()
+                self._set(i, end)
+        self.clocks.compact()
 
     def activate_one(self, slot: int, scale: float) -> None:
         """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
@@ -205,15 +273,20 @@ class FailureSource:
             first = slot * per_node
             for i, lifetime in enumerate(self._draw(per_node)):
                 self._set(first + i, base + (lifetime * scale if scale != 1.0 else lifetime))
-        self._compact()
+        self.clocks.compact()
 
     def deactivate_one(self, slot: int) -> None:
-        per_node = self.per_node
         ends = self.ends
+        if self.per_node == 1:
+            if ends[slot] != math.inf:
+                ends[slot] = math.inf
+                self.clocks.stale += 1
+            return
+        per_node = self.per_node
         for i in range(slot * per_node, (slot + 1) * per_node):
             if ends[i] != math.inf:
                 ends[i] = math.inf
-                self._stale += 1
+                self.clocks.stale += 1
 
     def deactivate(self, node_slots: np.ndarray) -> None:
         """These slots are empty: nothing there can fail (their heap entries go stale)."""
@@ -223,25 +296,22 @@ class FailureSource:
             self.deactivate_one(slot)
 
     def due_before(self, wall_s: float) -> list[tuple[float, int]]:
-        """(wall time, component) of the live clocks that run out before `wall_s`, in no
-        order: a walk down the heap that stops at entries due later."""
+        """(wall time, component) of the class's live clocks that run out before `wall_s`, in
+        no order: a walk down the heap that stops at entries due later."""
         offset = 0.0 if self.idle is None else self.idle.idle_s
         limit = wall_s - offset
-        heap, ends, out = self._heap, self.ends, []
+        heap, ends, position, out = self.heap, self.ends, self.position, []
         todo = [0] if heap else []
+        size = len(heap)
         while todo:
             i = todo.pop()
-            end, index = heap[i]
+            end, owner, index = heap[i]
             if end >= limit:
                 continue
-            if ends[index] == end:
+            if owner == position and ends[index] == end:
                 out.append((end + offset, index))
-            todo.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(heap))
+            todo.extend(j for j in (2 * i + 1, 2 * i + 2) if j < size)
         return out
-
-    def _compact(self) -> None:
-        if self._stale > 64 and self._stale > len(self._heap) // 2:
-            self._rebuild()
 
     def _draw(self, size: int) -> list[float]:
         """Lifetimes from the class's stream, drawn in blocks (one numpy call per block,

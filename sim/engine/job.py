@@ -34,7 +34,7 @@ from sim.engine.events import (
     StepTimeChanged,
     StorageChanged,
 )
-from sim.engine.failures import FailureSource, IdleClock
+from sim.engine.failures import FailureClocks, IdleClock
 from sim.engine.ledger import Ledger, record
 from sim.engine.plan import ReplicaPlan
 from sim.engine.policies import POLICIES
@@ -88,7 +88,7 @@ class Job:
         self._computing = False  # inside a stretch's wait: health checks may interrupt it
         # the failure classes' clocks (the job's waits run to their next failure) and the
         # compute time of `while_idle: false` classes (set in the build phase)
-        self.sources: list[FailureSource] = []
+        self.clocks: FailureClocks | None = None
         self.idle: IdleClock | None = None
         # causes raised while the job itself handles a failure or advances the repair calendar
         # in line (the fabric or the tier answering a failure, a node back): taken, oldest
@@ -601,11 +601,9 @@ class Job:
         while True:
             if inbox:
                 return inbox.popleft()
-            wake, due = until, None
-            for source in self.sources:
-                at = source.next_s()
-                if at < wake:
-                    wake, due = at, source
+            wake, due = self.clocks.next()
+            if wake >= until:
+                wake, due = until, None
             if self._waiting_for_nodes or (
                 self._grows and self.cluster.active < self.plan.nodes
             ):  # a node back ends a wait for nodes, or lets an elastic job grow

@@ -32,9 +32,8 @@ import heapq
 import math
 from collections.abc import Callable
 
-import numpy as np
-
 from sim.engine.plan import RepairPlan
+from sim.engine.streams import Draws
 
 
 class RepairCalendar:
@@ -96,7 +95,7 @@ class RepairShop:
     """Lifecycle: built with the cluster; `repair(node)`, for every node that leaves for
     repair, draws the node's path and puts its return on the calendar."""
 
-    def __init__(self, env, plan: RepairPlan, calendar: RepairCalendar, rng: np.random.Generator):
+    def __init__(self, env, plan: RepairPlan, calendar: RepairCalendar, rng: Draws):
         self.env = env
         self.plan = plan
         self.calendar = calendar

@@ -14,7 +14,7 @@ import simpy
 from sim.engine.cluster import Cluster
 from sim.engine.events import Failure, StragglerOnset
 from sim.engine.fabricstate import FabricState
-from sim.engine.failures import FailureSource, IdleClock
+from sim.engine.failures import FailureClocks, FailureSource, IdleClock
 from sim.engine.job import Job
 from sim.engine.ledger import DOWNTIME_PARTS, Ledger
 from sim.engine.plan import ReplicaPlan
@@ -22,7 +22,7 @@ from sim.engine.repair import RepairShop
 from sim.engine.router import FailureRouter
 from sim.engine.storage import Storage
 from sim.engine.stragglers import Stragglers
-from sim.engine.streams import STREAMS, LazyStreams, stream  # noqa: F401 (STREAMS: re-exported)
+from sim.engine.streams import STREAMS, Draws, LazyStreams, stream  # noqa: F401 (STREAMS: re-exported)
 
 HOUR_S = 3600.0
 # the ledger's downtime parts and their output columns
@@ -125,6 +125,8 @@ def simulate_replica(
         )
         for fc in plan.failure_classes
     ]
+    idle = IdleClock(env) if any(not fc.while_idle for fc in plan.failure_classes) else None
+    clocks = FailureClocks(sources, idle)
     cluster = Cluster(
         env,
         plan,
@@ -136,7 +138,7 @@ def simulate_replica(
     )
     if plan.repair is not None:
         cluster.shop = RepairShop(
-            env, plan.repair, cluster.calendar, stream(seed, replica, "repair_pipeline")
+            env, plan.repair, cluster.calendar, Draws(stream(seed, replica, "repair_pipeline"))
         )
     storage = Storage(
         env,
@@ -144,6 +146,7 @@ def simulate_replica(
         LazyStreams(seed, replica, "storage_repairs"),
     )
     job = Job(env, plan, cluster, ledger, trace)
+    job.clocks, job.idle = clocks, idle
     if plan.corrupt_prob > 0:
         job.progress.corrupt_rng = stream(seed, replica, "checkpoint_corruption")
     stragglers = (
@@ -158,12 +161,6 @@ def simulate_replica(
     job_ref.append(job)
     router = FailureRouter(ledger, job)
     router_ref.append(router)
-    job.sources = sources
-    if any(not src.failure_class.while_idle for src in sources):
-        job.idle = IdleClock(env)
-        for src in sources:
-            if not src.failure_class.while_idle:
-                src.idle = job.idle
     if plan.health_checks is not None:
         job.health_rng = stream(seed, replica, "health_checks")
         env.process(_every(env, plan.health_checks.every_s, job.health_check))
