@@ -59,72 +59,132 @@ class IdleClock:
         return (self.env.now if self.since is None else self.since) - self.idle_s
 
 
+class ClockBase:
+    """The clocks of one time base: a heap of (end, source position, component), and a run of
+    those started together at the build, sorted once by numpy (no heap entry per clock
+    until it is renewed: cheap for short replicas)."""
+
+    __slots__ = ("heap", "run_end", "run_pos", "run_idx", "at", "pending")
+
+    def __init__(self):
+        self.heap: list[tuple[float, int, int]] = []
+        self.run_end: list[float] = []
+        self.run_pos: list[int] = []
+        self.run_idx: list[int] = []
+        self.at = 0  # the run's head
+        self.pending: list[tuple[np.ndarray, int, np.ndarray]] = []  # (ends, position, index)
+
+    def settle(self) -> None:
+        """Sort the clocks started in bulk (and what is left of the run) into one run."""
+        at = self.at
+        ends = [np.asarray(self.run_end[at:]), *(e for e, _, _ in self.pending)]
+        pos = [np.asarray(self.run_pos[at:], dtype=np.int64)]
+        pos += [np.full(len(e), p, dtype=np.int64) for e, p, _ in self.pending]
+        idx = [np.asarray(self.run_idx[at:], dtype=np.int64), *(i for _, _, i in self.pending)]
+        ends, pos, idx = np.concatenate(ends), np.concatenate(pos), np.concatenate(idx)
+        order = np.argsort(ends, kind="stable")
+        self.run_end = ends[order].tolist()
+        self.run_pos = pos[order].tolist()
+        self.run_idx = idx[order].tolist()
+        self.at = 0
+        self.pending = []
+
+    def live(self) -> int:
+        return (
+            len(self.heap) + len(self.run_end) - self.at + sum(len(e) for e, _, _ in self.pending)
+        )
+
+
 class FailureClocks:
-    """Every class's clocks in two heaps of (end, source position, component): one in wall
-    time, one in compute time (the `while_idle: false` classes). The next failure of all
-    classes is the earlier of the two tops; an entry whose end no longer matches its source's
-    list (the slot was emptied or refilled) is stale and dropped when it reaches a top.
+    """Every class's clocks in two `ClockBase`s: one in wall time, one in compute time (the
+    `while_idle: false` classes). The next failure of all classes is the earliest of their
+    heads; an entry whose end no longer matches its source's list (the slot was emptied or
+    refilled) is stale and dropped when it reaches a head.
 
     Lifecycle: built over the sources (before the cluster fills the slots); `next` for the
-    job's wait, `fire` when the wait reaches it.
+    job's wait, the source's `fire` when the wait reaches it (`take` pops its entry).
     """
 
-    __slots__ = ("sources", "idle", "wall", "compute", "stale")
+    __slots__ = ("sources", "idle", "wall", "compute", "stale", "_due")
 
     def __init__(self, sources: list[FailureSource], idle: IdleClock | None):
         self.sources = sources
         self.idle = idle
-        self.wall: list[tuple[float, int, int]] = []
-        self.compute: list[tuple[float, int, int]] = []
-        self.stale = 0  # entries of either heap that no longer match
+        self.wall = ClockBase()
+        self.compute = ClockBase()
+        self.stale = 0  # entries that no longer match their source's list
+        self._due: tuple[ClockBase, bool] | None = None  # where `next` found its entry
         for position, source in enumerate(sources):
             source.position = position
             source.clocks = self
             if not source.failure_class.while_idle:
                 assert idle is not None
                 source.idle = idle
-                source.heap = self.compute
+                source.base = self.compute
             else:
-                source.heap = self.wall
+                source.base = self.wall
+
+    def _head(self, base: ClockBase) -> tuple[float, int, bool]:
+        """(end, source position, from the run) of the base's earliest live entry."""
+        if base.pending:
+            base.settle()
+        sources = self.sources
+        heap = base.heap
+        while heap:
+            end, position, index = heap[0]
+            if sources[position].ends[index] == end:
+                break
+            heapq.heappop(heap)
+            self.stale -= 1
+        else:
+            end = math.inf
+            position = -1
+        run_end, at = base.run_end, base.at
+        while at < len(run_end):
+            first = run_end[at]
+            if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
+                if first < end:
+                    base.at = at
+                    return first, base.run_pos[at], True
+                break
+            at += 1
+            self.stale -= 1
+        base.at = at
+        return end, position, False
 
     def next(self) -> tuple[float, FailureSource | None]:
         """(wall time, source) of the next failure of any class; (inf, None) when none is
         due (no component in use, or only compute-time clocks while the job is down)."""
-        sources = self.sources
-        best, due = math.inf, None
-        heap = self.wall
-        while heap:
-            end, position, index = heap[0]
-            if sources[position].ends[index] == end:
-                best, due = end, sources[position]
-                break
-            heapq.heappop(heap)
-            self.stale -= 1
-        heap = self.compute
-        if heap and self.idle.since is None:
-            offset = self.idle.idle_s
-            while heap:
-                end, position, index = heap[0]
-                if sources[position].ends[index] == end:
-                    if end + offset < best:
-                        best, due = end + offset, sources[position]
-                    break
-                heapq.heappop(heap)
-                self.stale -= 1
-        return best, due
+        best, position, from_run = self._head(self.wall)
+        self._due = (self.wall, from_run)
+        idle = self.idle
+        if idle is not None and idle.since is None:
+            end, other, run = self._head(self.compute)
+            if end + idle.idle_s < best:
+                best, position, self._due = end + idle.idle_s, other, (self.compute, run)
+        return best, (self.sources[position] if best != math.inf else None)
+
+    def take(self) -> int:
+        """Pop the entry `next` found (its component's index)."""
+        base, from_run = self._due
+        if from_run:
+            base.at += 1
+            return base.run_idx[base.at - 1]
+        return heapq.heappop(base.heap)[2]
 
     def compact(self) -> None:
         """Rebuild the heaps from the live clocks when stale entries outnumber them."""
-        if self.stale <= 64 or self.stale <= (len(self.wall) + len(self.compute)) // 2:
+        if self.stale <= 64 or self.stale <= (self.wall.live() + self.compute.live()) // 2:
             return
-        self.wall.clear()
-        self.compute.clear()
+        for base in (self.wall, self.compute):
+            base.heap.clear()
+            base.run_end, base.run_pos, base.run_idx, base.at, base.pending = [], [], [], 0, []
         for source in self.sources:
-            source.heap.extend(
+            source.base.heap.extend(
                 (end, source.position, i) for i, end in enumerate(source.ends) if end != math.inf
             )
-        heapq.heapify(self.wall)
-        heapq.heapify(self.compute)
+        heapq.heapify(self.wall.heap)
+        heapq.heapify(self.compute.heap)
         self.stale = 0
 
 
@@ -173,7 +233,7 @@ class FailureSource:
         # set by FailureClocks: the compute time of a while_idle false class, the heap
         self.idle: IdleClock | None = None
         self.clocks: FailureClocks | None = None
-        self.heap: list[tuple[float, int, int]] = []
+        self.base: ClockBase | None = None
         self.position = 0
         fc = failure_class
         # the fields every failure of the class shares (a Failure is built from them in `fire`
@@ -198,21 +258,20 @@ class FailureSource:
 
     def start(self) -> None:
         if self.per_node == 0:
-            now = self._now()
-            self._fill(range(len(self.ends)), [now + d for d in self._draw(len(self.ends))])
+            size = len(self.ends)
+            self._fill(np.arange(size), self._now() + np.array(self._draw(size)))
 
     def fire(self) -> None:
         """The class's next failure is due now (the job's wait reached it): renew the
         component's lifetime and send the failure out."""
-        heap, ends = self.heap, self.ends
-        _, _, index = heapq.heappop(heap)
+        index = self.clocks.take()
         lifetime = self._draw1()
         per_node = self.per_node
         if self.slot_scale is not None:
             lifetime *= float(self.slot_scale[index // per_node])
         end = self._now() + lifetime
-        ends[index] = end
-        heapq.heappush(heap, (end, self.position, index))
+        self.ends[index] = end
+        heapq.heappush(self.base.heap, (end, self.position, index))
         failure = Failure.__new__(Failure)
         fields = failure.__dict__
         fields.update(self._template)
@@ -225,17 +284,23 @@ class FailureSource:
         if self.ends[index] != math.inf:
             self.clocks.stale += 1
         self.ends[index] = end
-        heapq.heappush(self.heap, (end, self.position, index))
+        heapq.heappush(self.base.heap, (end, self.position, index))
 
-    def _fill(self, indices, ends: list[float]) -> None:
-        """Many clocks at once (the build): into the list, and the heap heapified once."""
-        position, own = self.position, self.ends
-        for i, end in zip(indices, ends):
-            if own[i] != math.inf:
-                self.clocks.stale += 1
-            own[i] = end
-        self.heap.extend(zip(ends, [position] * len(ends), indices))
-        heapq.heapify(self.heap)
+    def _fill(self, indices: np.ndarray, ends: np.ndarray) -> None:
+        """Many clocks at once (the build): into the list, and into the base's sorted run."""
+        own = self.ends
+        if (
+            len(indices) == len(own)
+            and own.count(math.inf) == len(own)
+            and np.array_equal(indices, np.arange(len(own)))
+        ):
+            self.ends = ends.tolist()  # every clock, from none
+        else:
+            for i, end in zip(indices.tolist(), ends.tolist()):
+                if own[i] != math.inf:
+                    self.clocks.stale += 1
+                own[i] = end
+        self.base.pending.append((ends, self.position, indices))
 
     def activate(self, node_slots: np.ndarray) -> None:
         """New nodes entered these slots: their components start fresh lifetimes."""
@@ -250,15 +315,15 @@ class FailureSource:
         if self.slot_scale is not None:
             scale = self.slot_scale[node_slots]
             draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
-        ends = (self._now() + draws).tolist()
+        ends = self._now() + draws
         if per_node == 1:
-            index = node_slots.tolist()
+            index = node_slots.astype(np.int64)
         else:
-            index = (node_slots[:, None] * per_node + np.arange(per_node)).ravel().tolist()
+            index = (node_slots[:, None] * per_node + np.arange(per_node)).ravel()
         if size >= 64:
             self._fill(index, ends)
         else:
-            for i, end in zip(index, ends):
+            for i, end in zip(index.tolist(), ends.tolist()):
                 self._set(i, end)
         self.clocks.compact()
 
@@ -300,7 +365,17 @@ class FailureSource:
         no order: a walk down the heap that stops at entries due later."""
         offset = 0.0 if self.idle is None else self.idle.idle_s
         limit = wall_s - offset
-        heap, ends, position, out = self.heap, self.ends, self.position, []
+        base = self.base
+        if base.pending:
+            base.settle()
+        heap, ends, position, out = base.heap, self.ends, self.position, []
+        for at in range(base.at, len(base.run_end)):
+            end = base.run_end[at]
+            if end >= limit:
+                break
+            index = base.run_idx[at]
+            if base.run_pos[at] == position and ends[index] == end:
+                out.append((end + offset, index))
         todo = [0] if heap else []
         size = len(heap)
         while todo:
