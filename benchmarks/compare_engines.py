@@ -98,11 +98,18 @@ def random_documents(count: int, seed: int) -> dict[str, dict]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from identity_soak import random_scenario
 
+    from sim.scenario import ScenarioError
+
     rng, ops, gray = random.Random(seed), random.Random(seed + 1), random.Random(seed + 2)
     docs = {}
-    for i in range(count):
-        scenario = random_scenario(rng, ops, gray)
+    i = 0
+    while len(docs) < count:
+        try:
+            scenario = random_scenario(rng, ops, gray)
+        except ScenarioError:  # refused at the edge (a fat tree too small), as the soak does
+            continue
         docs[f"soak-{seed}-{i}"] = scenario.model_dump(mode="json", exclude_defaults=True)
+        i += 1
     return docs
 
 
