@@ -502,6 +502,10 @@ class Job:
                 )
                 if failure is not None:
                     return failure
+                if self.progress.durable_on_backup or not self.progress.newest_corrupt():
+                    # the tier lost its data during the load: its checkpoints (the corrupt one
+                    # too) are gone, the restart starts over from the fallback
+                    return (yield from self._restart())
                 self.progress.fall_back()
             if self.progress.durable_step > 0:
                 load = self.plan.load_s(nodes)
