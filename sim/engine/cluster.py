@@ -13,6 +13,7 @@ the fleet.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable
 
@@ -51,6 +52,8 @@ class Cluster:
         fleet = plan.fleet_nodes
         self.slot_node = np.full(nodes, -1, dtype=np.int64)  # node id in each job slot
         self.filled = np.zeros(nodes, dtype=bool)
+        # the empty slots, lowest first (a heap; an entry refilled since is skipped)
+        self._empty: list[int] = list(range(nodes))
         self.active = 0  # == filled.sum(), kept as a count on the hot path
         self.warm: list[int] = list(range(nodes, nodes + spares))
         first_pool = nodes + spares
@@ -130,6 +133,7 @@ class Cluster:
         """Build phase: every slot gets its node."""
         self.slot_node[:] = np.arange(self.filled.size)
         self.filled[:] = True
+        self._empty = []
         self.active = self.filled.size
         self._scale_slots(np.arange(self.filled.size))
         slots = np.arange(self.filled.size)
@@ -175,6 +179,7 @@ class Cluster:
             if since is not None:
                 self._pool_serving_s += self.env.now - since
         self.filled[slot] = False
+        heapq.heappush(self._empty, slot)
         self.slot_node[slot] = -1
         self.active -= 1
         if self.on_left is not None:
@@ -191,6 +196,8 @@ class Cluster:
                 if since is not None:
                     self._pool_serving_s += self.env.now - since
         self.filled[slots] = False
+        for slot in slots.tolist():
+            heapq.heappush(self._empty, slot)
         self.slot_node[slots] = -1
         self.active -= slots.size
         if self.on_left is not None:
@@ -205,13 +212,20 @@ class Cluster:
         run on `nodes`."""
         change = nodes - self.active
         if change == 1:  # the common case: one spare swaps in (argmin: the first empty slot)
-            self._enter_one(int(self.filled.argmin()), self.warm.pop())
+            self._enter_one(self._first_empty(), self.warm.pop())
         elif change > 0:
             slots = np.flatnonzero(~self.filled)[:change]
             assert slots.size == change <= len(self.warm), "resize beyond available nodes"
             self._enter(slots, [self.warm.pop() for _ in range(change)])
         elif change < 0:
             self.warm.extend(self._leave(np.flatnonzero(self.filled)[change:]))
+
+    def _first_empty(self) -> int:
+        """The lowest empty slot (a heap of the slots emptied, cleaned of refilled ones)."""
+        empty, filled = self._empty, self.filled
+        while filled[empty[0]]:
+            heapq.heappop(empty)
+        return heapq.heappop(empty)
 
     def failing_within(self, lead_s: float) -> list[tuple[int, int, int]]:
         """(slot, node, class index) of the job's nodes whose next node-attributable failure

@@ -89,11 +89,6 @@ class ClockBase:
         self.at = 0
         self.pending = []
 
-    def live(self) -> int:
-        return (
-            len(self.heap) + len(self.run_end) - self.at + sum(len(e) for e, _, _ in self.pending)
-        )
-
 
 class FailureClocks:
     """Every class's clocks in two `ClockBase`s: one in wall time, one in compute time (the
@@ -174,7 +169,13 @@ class FailureClocks:
 
     def compact(self) -> None:
         """Rebuild the heaps from the live clocks when stale entries outnumber them."""
-        if self.stale <= 64 or self.stale <= (self.wall.live() + self.compute.live()) // 2:
+        stale = self.stale
+        if stale <= 64:
+            return
+        wall, compute = self.wall, self.compute
+        entries = len(wall.heap) + len(wall.run_end) - wall.at
+        entries += len(compute.heap) + len(compute.run_end) - compute.at
+        if stale <= entries // 2:
             return
         for base in (self.wall, self.compute):
             base.heap.clear()
@@ -325,7 +326,8 @@ class FailureSource:
         else:
             for i, end in zip(index.tolist(), ends.tolist()):
                 self._set(i, end)
-        self.clocks.compact()
+        if self.clocks.stale > 64:
+            self.clocks.compact()
 
     def activate_one(self, slot: int, scale: float) -> None:
         """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
@@ -338,7 +340,8 @@ class FailureSource:
             first = slot * per_node
             for i, lifetime in enumerate(self._draw(per_node)):
                 self._set(first + i, base + (lifetime * scale if scale != 1.0 else lifetime))
-        self.clocks.compact()
+        if self.clocks.stale > 64:
+            self.clocks.compact()
 
     def deactivate_one(self, slot: int) -> None:
         ends = self.ends

@@ -99,6 +99,8 @@ class Job:
         self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
         self.health_rng: np.random.Generator | None = None  # set when health checks run
         self.process: simpy.Process | None = None
+        # the job process has started and not ended (finished or out of horizon)
+        self.running = False
         # a straggler in a slot whose node left is gone (set when the scenario has stragglers)
         self.straggler_left: Callable[[int], None] | None = None
         # sync checkpoints validated with corruption possible: a corrupt one is rewritten
@@ -108,17 +110,13 @@ class Job:
 
     def start(self) -> simpy.Process:
         self.process = self.env.process(self._run())
+        self.running = True
         return self.process
 
     @property
     def holds_state(self) -> bool:
         """The job trains: its state is on the GPUs (a silent corruption can reach it)."""
         return self._in_memory
-
-    @property
-    def running(self) -> bool:
-        """The job process has started and not ended (finished or out of horizon)."""
-        return self.process is not None and self.process.is_alive
 
     def _notify(self, cause) -> None:
         """Hand `cause` to the job process: into its inbox while it handles a failure in line
@@ -203,6 +201,8 @@ class Job:
         except HorizonReached:
             self.progress.drop()  # work not yet durable at the horizon (e.g. waiting for the tier)
             return
+        finally:
+            self.running = False
 
     def _train(self):
         """Run stretches until finished (returns FINISHED) or a failure (returns it)."""

@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Position:
-    """Where the job is `elapsed` seconds into a stretch."""
+    """Where the job is `elapsed` seconds into a stretch (not frozen: one is built per
+    failure, and a frozen dataclass's __init__ costs a call per field)."""
 
     checkpoints: int  # checkpoints of this stretch made durable
     pending_durable: bool  # the snapshot draining at the stretch's start became durable
