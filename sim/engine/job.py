@@ -81,6 +81,7 @@ class Job:
         self.finished = False
         self._waiting_for_nodes = False
         self._grows = self.policy.grows
+        self._shapes: dict[int, tuple[int, float, float, float]] = {}  # by the job's nodes
         self.step_time = StepTime(plan)
         self.step_time.on_change = self.step_time_changed
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
@@ -210,21 +211,30 @@ class Job:
         deadline = plan.horizon_s
         while True:
             nodes = self.cluster.active
-            replicas = plan.replicas_on(nodes)
+            shape = self._shapes.get(nodes)
+            if shape is None:  # the plan's figures for the job's size (pure: computed once)
+                replicas = plan.replicas_on(nodes)
+                shape = self._shapes[nodes] = (
+                    replicas,
+                    plan.snapshot_s(nodes),
+                    plan.drain_s(nodes, replicas),
+                    plan.memory_s(nodes),
+                )
+            replicas, snapshot_s, drain_s, memory_s = shape
             pending = self.progress.pending
             stretch = Stretch(
                 start_step=self.progress.resume_step,
                 total_steps=plan.total_steps,
                 interval_steps=plan.interval_steps,
                 step_s=self.step_time.step_s(replicas),
-                snapshot_s=plan.snapshot_s(nodes),
-                drain_s=plan.drain_s(nodes, replicas),
+                snapshot_s=snapshot_s,
+                drain_s=drain_s,
                 done_steps=self.progress.done_steps,
                 snapped_s=self.progress.snapped_s,
                 pending_drain_s=pending.drain_left_s if pending else 0.0,
                 durable_before=self.progress.durable_step,
                 memory_every=plan.memory_every,
-                memory_s=plan.memory_s(nodes),
+                memory_s=memory_s,
                 slow_step_s=self.step_time.slow_step_s(nodes, replicas),
             )
             t0 = env.now
