@@ -38,6 +38,8 @@ STREAMS = {
     "health_checks": 7,  # which failing nodes a check catches
     "checkpoint_corruption": 8,  # a uniform per checkpoint written
     "stragglers": 9,  # onsets, nodes, slowdowns, clearing times
+    "lasting_faults": 10,  # whether a node-attributable failure leaves a lasting fault
+    "spare_order": 11,  # which warm spare fills a slot (spare_order: random)
 }
 
 HOUR_S = 3600.0
@@ -172,6 +174,10 @@ def simulate_replica(
         on_node_returned=lambda: job_ref[0].node_returned(),
         lemon_rng=stream(seed, replica, "lemons") if plan.lemon_fraction else None,
         fault_rng=stream(seed, replica, "misdiagnosis") if plan.repair else None,
+        lasting_rng=stream(seed, replica, "lasting_faults")
+        if any(fc.fault_prob > 0 for fc in plan.failure_classes)
+        else None,
+        spare_rng=stream(seed, replica, "spare_order") if plan.spare_order == "random" else None,
     )
     if plan.repair is not None:
         cluster.shop = RepairShop(
