@@ -98,7 +98,13 @@ def big_overrides(root: Path) -> tuple[list[str], str]:
     one-line account of the derivation."""
     path = root / "scenarios" / "llama3-405b-16k.yaml"
     base = load_scenario(path).base
-    sized = [f"cluster.nodes={BIG_NODES}", f"cluster.spare_nodes={BIG_SPARES}"]
+    # twice the batch too: 16M tokens over 256 data-parallel replicas would be 8 sequences
+    # each, fewer than the 16 pipeline stages (a configuration that cannot run)
+    sized = [
+        f"cluster.nodes={BIG_NODES}",
+        f"cluster.spare_nodes={BIG_SPARES}",
+        f"model.global_batch_tokens={2 * base.model.global_batch_tokens}",
+    ]
     plan = build_plan(load_scenario(path, overrides=sized).base)
     ideal_days = plan.step_s * plan.total_steps / 86400
     tokens = base.model.tokens * BIG_IDEAL_DAYS / ideal_days
@@ -109,7 +115,7 @@ def big_overrides(root: Path) -> tuple[list[str], str]:
     gpus = BIG_NODES * base.cluster.gpus_per_node
     per_day = sum(f.rate_per_1k_gpu_day for f in base.failures) * RATE_SCALE * gpus / 1000
     how = (
-        f"llama3-405b-16k with nodes {BIG_NODES}, spares {BIG_SPARES}, tokens "
+        f"llama3-405b-16k with nodes {BIG_NODES}, spares {BIG_SPARES}, twice the batch, tokens "
         f"{base.model.tokens:.3g} x {BIG_IDEAL_DAYS:g}/{ideal_days:.2f} d = {tokens:.4g}, "
         f"rates x {RATE_SCALE} ({per_day:.1f} failures per wall day on {gpus:,} GPUs)"
     )

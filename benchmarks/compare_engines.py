@@ -113,7 +113,9 @@ def random_documents(count: int, seed: int) -> dict[str, dict]:
     return docs
 
 
-def run_side(root: Path, documents: dict, replicas: int, seed: int, folder: Path) -> subprocess.Popen:
+def run_side(
+    root: Path, documents: dict, replicas: int, seed: int, folder: Path
+) -> subprocess.Popen:
     spec = folder / f"spec-{seed}.json"
     spec.write_text(json.dumps({"documents": documents, "replicas": replicas, "seed": seed}))
     env = {**os.environ, "PYTHONPATH": str(root)}
@@ -142,7 +144,9 @@ def z_score(a: dict, b: dict) -> float:
     if abs(diff) <= REL_NOISE * max(1.0, abs(a["mean"])):
         return 0.0  # float rounding (a sum of kept stretches), not a difference of engines
     if se == 0.0:
-        return 0.0 if math.isclose(diff, 0.0, abs_tol=1e-12 * max(1.0, abs(a["mean"]))) else math.inf
+        return (
+            0.0 if math.isclose(diff, 0.0, abs_tol=1e-12 * max(1.0, abs(a["mean"]))) else math.inf
+        )
     return diff / se
 
 
@@ -177,11 +181,17 @@ def compare(stats_a: dict, stats_b: dict) -> tuple[list[dict], dict[str, str]]:
 def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "--worker":
         spec = json.loads(Path(sys.argv[3]).read_text())
-        print(json.dumps(worker(Path(sys.argv[2]), spec["documents"], spec["replicas"], spec["seed"])))
+        print(
+            json.dumps(worker(Path(sys.argv[2]), spec["documents"], spec["replicas"], spec["seed"]))
+        )
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--a", type=Path, required=True, help="checkout of engine A (the reference)")
-    parser.add_argument("--b", type=Path, default=ROOT, help="checkout of engine B (default: this one)")
+    parser.add_argument(
+        "--a", type=Path, required=True, help="checkout of engine A (the reference)"
+    )
+    parser.add_argument(
+        "--b", type=Path, default=ROOT, help="checkout of engine B (default: this one)"
+    )
     parser.add_argument("--replicas", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1, help="A's seed; B uses seed + 1")
     parser.add_argument("--random", type=int, default=0, help="random soak scenarios to add")

@@ -45,7 +45,8 @@ sys.path.insert(0, str(ROOT))
 from sim.engine import build_plan, simulate_replica  # noqa: E402
 from sim.engine.ledger import DOWNTIME_PARTS  # noqa: E402
 from sim.montecarlo import COLUMNS, COUNT_COLUMNS  # noqa: E402
-from sim.scenario import Scenario, ScenarioError  # noqa: E402
+from sim.scenario import ScenarioError  # noqa: E402
+from sim.schema import Scenario  # noqa: E402
 from tests.conftest import COST_PARTS, as_class, identity_error, tiny  # noqa: E402
 
 SCOPES = ["gpu", "node", "node", "job", "link", "switch", "storage"]
@@ -206,6 +207,12 @@ def add_operations(rng: random.Random, s: dict[str, Any]) -> None:
             "catch_prob": rng.choice([1.0, rng.random()]),
             "lead_hours": rng.uniform(0.05, 5),
         }
+    # lasting faults that failures leave, and which warm spare goes in first
+    cluster["spare_order"] = rng.choice(["oldest", "newest", "random"])
+    for fc in s["failures"]:
+        attributable = fc.get("node_attributable", fc["scope"] in ("gpu", "node"))
+        if attributable and rng.random() < 0.5:
+            fc["fault_prob"] = rng.choice([1.0, rng.random()])
 
 
 def problems_of(plan, r) -> list[str]:
@@ -283,6 +290,8 @@ def features(scenario: Scenario) -> list[str]:
         "false_fixes": repair is not None
         and (repair.auto_false_fix_prob > 0 or repair.manual_false_fix_prob > 0),
         "return_to_origin": repair is not None and repair.return_to == "origin",
+        "lasting_faults": any(getattr(f, "fault_prob", 0) > 0 for f in scenario.failures),
+        "random_spares": getattr(c, "spare_order", "oldest") == "random",
         "maintenance": getattr(scenario, "maintenance", None) is not None,
         "health_checks": getattr(scenario, "health_checks", None) is not None,
         "while_idle_false": any(not getattr(f, "while_idle", True) for f in scenario.failures),

@@ -46,8 +46,12 @@ LEMONS = [
 ]
 # Lemons that fail about weekly (a 50x multiplier: mean life ~6 days, the window's length)
 # and that repair seldom cures (automated repair is mostly a false fix), with more spares.
+# The newest spare goes in first, so a lemon back from a false fix is the next one in: with
+# the default (oldest first) it would wait behind the 32 spares, past the end of this ~6-day
+# run, and retiring it would change nothing.
 PERSISTENT_LEMONS = [
     *LEMONS,
+    "cluster.spare_order=newest",
     "cluster.spare_nodes=32",
     "cluster.lemon_rate_multiplier=50",
     "repair.escalate_prob=0.2",

@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim import network, perf  # noqa: E402
-from sim.scenario import Scenario, ScenarioSet, load_scenario  # noqa: E402
+from sim import network, perf, sizing  # noqa: E402
+from sim.scenario import ScenarioSet, load_scenario  # noqa: E402
+from sim.schema import Scenario  # noqa: E402
 
 DEFAULT_OUT = Path("docs/sizing.md")
 DEFAULT_SEED = 42
@@ -120,7 +121,7 @@ class RangeRow:
     row: Row
     mfu: float
     tokens: float
-    ends: tuple[tuple[int, float], tuple[int, float]]  # (GPUs, ideal days)
+    ends: tuple[sizing.SizingRow, sizing.SizingRow]  # the low and the high end
 
 
 def range_rows() -> list[RangeRow]:
@@ -130,12 +131,9 @@ def range_rows() -> list[RangeRow]:
             continue
         seen.add(row.size)
         base = load(row).base
-        ends = []
-        for gpus in GUIDE_GPUS[row.size]:
-            nodes = gpus // base.cluster.gpus_per_node
-            scenario = load(row, (f"cluster.nodes={nodes}",)).base
-            ends.append((scenario.cluster.gpus, perf.calculate(scenario).ideal_days))
-        out.append(RangeRow(row, perf.mfu(base), base.model.tokens, (ends[0], ends[1])))
+        nodes = [gpus // base.cluster.gpus_per_node for gpus in GUIDE_GPUS[row.size]]
+        low, high = sizing.sizing_table(row.path, nodes, overrides=row.overrides)
+        out.append(RangeRow(row, perf.mfu(base), base.model.tokens, (low, high)))
     return out
 
 
@@ -342,6 +340,13 @@ def calc_table(rows: list[CalcRow]) -> str:
     return _table(header, body)
 
 
+def _end(end: sizing.SizingRow) -> str:
+    if end.ideal_days is None or end.mfu is None:
+        key = (end.infeasible or "").partition(":")[0]
+        return f"cannot run on {_gpus(end.gpus)} GPUs (`{key}`)"
+    return f"{end.ideal_days:.1f} ({_gpus(end.gpus)} GPUs, MFU {end.mfu:.2f})"
+
+
 def range_table(rows: list[RangeRow]) -> str:
     header = ["size", "scenario", "MFU", "tokens", "guide: GPUs", "ideal days at the low end",
               "ideal days at the high end"]  # fmt: skip
@@ -352,8 +357,8 @@ def range_table(rows: list[RangeRow]) -> str:
             f"{r.mfu:.2f}",
             _tokens(r.tokens),
             _range(r.row.size),
-            f"{r.ends[0][1]:.1f} ({_gpus(r.ends[0][0])} GPUs)",
-            f"{r.ends[1][1]:.1f} ({_gpus(r.ends[1][0])} GPUs)",
+            _end(r.ends[0]),
+            _end(r.ends[1]),
         ]
         for r in rows
     ]
@@ -513,9 +518,13 @@ def render(
         calc_table(rows),
         "",
         "The ideal time at both ends of the guide's range, for the first scenario of each "
-        "size with its nodes changed (`--set cluster.nodes=...`; the MFU is held at the "
-        "scenario's, although in practice it drops a little as a fixed batch is spread over "
-        "more GPUs):",
+        "size with its nodes changed (`--set cluster.nodes=...`). The MFU is the scenario's "
+        "at its own size and follows the step model elsewhere (sim/sizing.py; "
+        "[architecture.md](architecture.md#the-step-model)): a fixed batch spread over more "
+        "GPUs leaves each data-parallel replica fewer microbatches, so a larger pipeline "
+        "bubble. Where the batch cannot be split over the replicas (or the pipeline cannot "
+        "fill: fewer microbatches than stages) the configuration cannot run; the key at "
+        "fault is named:",
         "",
         range_table(ranges),
         "",
@@ -641,8 +650,8 @@ def render(
             else ""
         )
         + f", and the {_tokens(r405.scenario.model.tokens)}-token 405B scenario takes "
-        f"{r405_range.ends[0][1]:.0f} ideal days at the bottom of the range "
-        f"({_gpus(r405_range.ends[0][0])} GPUs)."
+        f"{r405_range.ends[0].ideal_days or math.nan:.0f} ideal days at the bottom of the "
+        f"range ({_gpus(r405_range.ends[0].gpus)} GPUs)."
     )
     out += [" ".join(scale), ""]
     out += [

@@ -20,7 +20,8 @@ from sim import __version__, perf
 from sim.columns import better_direction, unit_of
 from sim.montecarlo import COLUMNS
 from sim.perf import daly_expected_wall_s, daly_interval_s, young_interval_s
-from sim.scenario import Scenario, ScenarioSet
+from sim.scenario import ScenarioSet
+from sim.schema import Scenario
 
 __all__ = [
     "METRICS",
@@ -90,7 +91,12 @@ def summarize(table: pd.DataFrame, swept_keys: list[str] | None = None) -> pd.Da
         records.append(
             {"point": point, **params, "metric": "finished_fraction", **describe(finished)}
         )
-    return pd.DataFrame(records)
+    return pd.DataFrame(records, columns=_summary_columns(swept_keys))
+
+
+def _summary_columns(swept_keys: list[str]) -> list[str]:
+    """The columns of a summary, also when it has no row (every replica an error)."""
+    return ["point", *swept_keys, "metric", *STATISTICS, "n"]
 
 
 def summarize_file(path: str | Path, swept_keys: list[str] | None = None) -> pd.DataFrame:
@@ -114,7 +120,39 @@ def summarize_file(path: str | Path, swept_keys: list[str] | None = None) -> pd.
         records[point].append(
             {"point": point, **params[point], "metric": "finished_fraction", **describe(finished)}
         )
-    return pd.DataFrame([r for point, _ in groups for r in records[point]])
+    return pd.DataFrame(
+        [r for point, _ in groups for r in records[point]], columns=_summary_columns(swept_keys)
+    )
+
+
+def with_infeasible(
+    summary: pd.DataFrame, scenario_set: ScenarioSet, points: Any = None
+) -> pd.DataFrame:
+    """The summary with a row per infeasible point (of `points`, default all): its point and
+    swept values, no metric and no statistic, n = 0, and the reason in `infeasible`, which
+    is empty on every other row. Rows stay in point order (summary.csv's shape)."""
+    keys = scenario_set.swept_keys
+    summary = summary.copy()
+    summary["infeasible"] = ""
+    extra = [
+        {
+            "point": p.index,
+            **{k: _json_value(p.params[k]) for k in keys},
+            "n": 0,
+            "infeasible": p.infeasible,
+        }
+        for p in scenario_set.points
+        if p.infeasible is not None and (points is None or p.index in points)
+    ]
+    if not extra:
+        return summary
+    rows = pd.DataFrame(extra, columns=list(summary.columns))
+    rows = rows.astype({c: "float64" for c in STATISTICS})
+    both = [frame for frame in (summary, rows) if len(frame)]
+    merged = pd.concat(both, ignore_index=True) if len(both) > 1 else both[0].copy()
+    merged = merged.sort_values("point", kind="stable").reset_index(drop=True)
+    merged["n"] = merged["n"].astype("int64")
+    return merged
 
 
 def summary_json(
@@ -125,9 +163,23 @@ def summary_json(
     seed: int | None = None,
 ) -> dict[str, Any]:
     """The documented `--json` document: scenario, replicas, and per point its params and
-    metrics (`table` needs only the point, finished and error columns)."""
+    metrics (`table` needs only the point, finished and error columns). A point that cannot
+    run has `infeasible` (its reason; null for the others), no replica and no metric."""
     points = []
     for point in scenario_set.points:
+        if point.infeasible is not None:
+            points.append(
+                {
+                    "point": point.index,
+                    "params": {k: _json_value(v) for k, v in point.params.items()},
+                    "infeasible": point.infeasible,
+                    "replicas": 0,
+                    "finished": 0,
+                    "errors": 0,
+                    "metrics": {},
+                }
+            )
+            continue
         rows = summary[summary["point"] == point.index]
         group = table[table["point"] == point.index]
         metrics = {
@@ -138,6 +190,7 @@ def summary_json(
             {
                 "point": point.index,
                 "params": {k: _json_value(v) for k, v in point.params.items()},
+                "infeasible": None,
                 "finished": int(group["finished"].sum()),
                 "errors": int((group["error"] != "").sum()),
                 "metrics": metrics,
@@ -181,7 +234,9 @@ class Optimum:
     them; a unique best is `tied == [best]`); `points` has,
     per swept value, the statistic, its 95% CI, the paired difference to the best
     (worse is positive) with its 95% CI, and a verdict: best, tied, indistinguishable
-    (the difference's CI includes 0) or worse.
+    (the difference's CI includes 0) or worse; a value that cannot run comes last with
+    the verdict infeasible, its reason in `infeasible` (None for the others) and no
+    statistic. An infeasible value is never the best.
     """
 
     key: str
@@ -250,6 +305,7 @@ def optimize(
     metric: str = "time_to_train_days",
     statistic: str = "mean",
     direction: str | None = None,
+    infeasible: dict[Any, str] | None = None,
 ) -> Optimum:
     """The swept value of `key` with the best `statistic` (mean, p50, p95, ...) of `metric`:
     the highest for goodput and effective MFU, the lowest for times and costs, unless
@@ -258,7 +314,8 @@ def optimize(
     Replicas share random numbers across points, so each difference to the best is
     paired replica by replica: its interval is much tighter than the two CIs. Values
     whose statistic equals the best's (to float noise) tie: none of them is called
-    the best alone.
+    the best alone. `infeasible` maps the values that cannot run (they have no row) to
+    their reason: they are listed last, never compared.
     """
     check_statistic(statistic)
     direction = direction or better_direction(metric)
@@ -302,12 +359,28 @@ def optimize(
                 "difference_ci_low": diff_low,
                 "difference_ci_high": diff_high,
                 "verdict": verdict,
+                "infeasible": None,
+            }
+        )
+    compared = len(rows)
+    for value, reason in (infeasible or {}).items():
+        rows.append(
+            {
+                key: _json_value(value),
+                **dict.fromkeys(
+                    [statistic, "ci_low", "ci_high", "difference"]
+                    + ["difference_ci_low", "difference_ci_high"],
+                    math.nan,
+                ),
+                "verdict": "infeasible",
+                "infeasible": reason,
             }
         )
     points = pd.DataFrame(rows)
     points[key] = pd.Series([r[key] for r in rows], dtype=object)  # keep ints as ints
+    points["infeasible"] = pd.Series([r["infeasible"] for r in rows], dtype=object)
     first = points.iloc[0]
-    rest = points.iloc[len(tied) :]
+    rest = points.iloc[len(tied) : compared]
     if len(rest):
         runner = rest.iloc[0]
         runner_up, runner_value = runner[key], float(runner[statistic])

@@ -4,6 +4,8 @@
 With `out` it first creates the run directory (so an unwritable path fails before
 any work), streams finished chunks into it, and finalises it (replicas.parquet,
 summaries, figures); an interrupted run is marked so and `resume_run` completes it.
+A sweep point that cannot run (`Point.infeasible`) is never simulated: it has no
+replica rows, and the summaries list it with its reason and no metric.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pyarrow.parquet as pq
 
 from sim import analysis, feasibility, plots
 from sim.engine import build_plan, simulate_replica
-from sim.montecarlo import Interrupted, default_workers
+from sim.montecarlo import Interrupted, default_workers, frame_of, sweep_types
 from sim.montecarlo import run as run_montecarlo
 from sim.results import RunDir, TableOfRun, chrome_trace
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
@@ -30,7 +32,7 @@ FIGURE_COLUMNS = plots.TABLE_COLUMNS
 @dataclass
 class RunOutcome(TableOfRun):
     scenario_set: ScenarioSet
-    summary: pd.DataFrame  # one row per (point, metric)
+    summary: pd.DataFrame  # one row per (point, metric); one per infeasible point (no metric)
     summary_doc: dict[str, Any]  # the documented summary JSON
     run_dir: Path | None
     # sweep points no replica of which can finish (the horizon is shorter than the ideal time)
@@ -85,6 +87,7 @@ def run_scenario(
         )
         summary = analysis.summarize(table, scenario_set.swept_keys)
         doc = analysis.summary_json(scenario_set, table, summary, replicas, seed)
+        summary = analysis.with_infeasible(summary, scenario_set)
         return RunOutcome(scenario_set, summary, doc, None, problems, table)
     extra: dict[str, Any] = {}
     if points is not None:
@@ -163,8 +166,9 @@ def _complete(
 
     try:
         if manifest.get("target_ci"):
+            which = points if points is not None else range(len(scenario_set.points))
             _adaptive(
-                run, simulate, points if points is not None else range(len(scenario_set.points))
+                run, simulate, [p for p in which if scenario_set.points[p].infeasible is None]
             )
         else:
             simulate(replicas, points)
@@ -187,10 +191,10 @@ FIRST_ROUND = 50
 
 
 def _adaptive(run: RunDir, simulate, points) -> None:
-    """Add replicas to each point, doubling them round by round, until the 95% confidence
-    half-width of its mean time to train is at most `target_ci` × the mean, or it has the
-    run's `replicas`. Replica r is the same whatever the round, so adding replicas never
-    changes those already run."""
+    """Add replicas to each point (of those that can run), doubling them round by round,
+    until the 95% confidence half-width of its mean time to train is at most `target_ci` ×
+    the mean, or it has the run's `replicas`. Replica r is the same whatever the round, so
+    adding replicas never changes those already run."""
     target, most = run.manifest["target_ci"], run.manifest["replicas"]
     active = set(points)
     count = min(most, FIRST_ROUND)
@@ -223,16 +227,24 @@ def finalise(
     timeline: bool = False,
     problems: list[feasibility.Problem] | None = None,
 ) -> RunOutcome:
-    """Merge the parts, write the summaries and figures, and mark the run complete."""
+    """Merge the parts, write the summaries and figures, and mark the run complete. The
+    infeasible points (of the run's slice) are in the summaries, with their reason."""
     manifest = run.manifest
     seed, replicas = manifest["seed"], manifest["replicas"]
+    points = _slice(manifest)
+    infeasible = {
+        p.index
+        for p in scenario_set.points
+        if p.infeasible is not None and (points is None or p.index in points)
+    }
     try:
-        table_path = run.merge()
+        table_path = _merge(run, scenario_set, points)
         summary = analysis.summarize_file(table_path, scenario_set.swept_keys)
         light = pd.read_parquet(table_path, columns=["point", "finished", "error"])
         doc = analysis.summary_json(scenario_set, light, summary, replicas, seed)
-        present = set(light["point"].unique())
+        present = set(light["point"].unique()) | infeasible
         doc["points"] = [p for p in doc["points"] if p["point"] in present]
+        summary = analysis.with_infeasible(summary, scenario_set, infeasible)
         for point in doc["points"]:
             point["replicas"] = int((light["point"] == point["point"]).sum())
             adaptive = manifest.get("adaptive", {}).get(str(point["point"]))
@@ -242,16 +254,16 @@ def finalise(
         summary.to_csv(run.path / "summary.csv", index=False)
         (run.path / "summary.json").write_text(_dumps(doc))
         if timeline:
-            first = scenario_set.points[0]
+            first = (scenario_set.feasible or scenario_set.points)[0]
             record = simulate_replica(build_plan(first.scenario), 0, seed, timeline=True)
             (run.path / "timeline.json").write_text(_dumps(chrome_trace(record.timeline)))
-        if figures:
+        if figures and len(light):  # a slice of infeasible points only has nothing to draw
             keys = scenario_set.swept_keys
             # a table of an older version lacks some columns: their figures are skipped
             names = set(pq.read_schema(table_path).names)
             columns = [c for c in FIGURE_COLUMNS if c in names]
             columns += [k for k in keys if k not in columns]
-            marks = {key: analysis.interval_marks(scenario_set.base, key) for key in keys}
+            marks = {key: analysis.interval_marks(scenario_set.runnable_base, key) for key in keys}
             # only the columns the figures read, error rows dropped (as the strings of the
             # scenario and error columns are what would grow with the replicas)
             rows = pd.read_parquet(table_path, columns=columns)
@@ -271,6 +283,17 @@ def finalise(
         raise
     run.set_status("complete")
     return RunOutcome(scenario_set, summary, doc, run.path, problems or [])
+
+
+def _merge(run: RunDir, scenario_set: ScenarioSet, points: range | None) -> Path:
+    """`run.merge()`; for a slice whose every point is infeasible (no part), an empty
+    replicas.parquet with the table's columns, so that the slice merges with the others."""
+    wanted = [p for p in scenario_set.points if points is None or p.index in points]
+    if run.parts() or any(p.infeasible is None for p in wanted):
+        return run.merge()
+    path = run.path / "replicas.parquet"
+    frame_of([], scenario_set.swept_keys, sweep_types(scenario_set)).to_parquet(path, index=False)
+    return path
 
 
 def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True) -> RunOutcome:
@@ -309,7 +332,8 @@ def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True
         table = pd.read_parquet(r.path / "replicas.parquet")
         for point, rows in table.groupby("point", sort=True):
             merged.write_part(int(point), int(rows["replica"].iloc[0]), rows)
-    missing = sorted(set(range(len(scenario_set.points))) - set(seen))
+    infeasible = {p.index for p in scenario_set.points if p.infeasible is not None}
+    missing = sorted(set(range(len(scenario_set.points))) - set(seen) - infeasible)
     if missing:
         merged.manifest["missing_points"] = missing
     return finalise(merged, scenario_set, figures)

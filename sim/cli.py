@@ -17,13 +17,15 @@ from pathlib import Path
 import click
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sim import analysis, compare, feasibility, perf, planner
 from sim import report as run_report
 from sim.api import RunInterrupted, RunOutcome, merge_runs, resume_run, run_scenario
 from sim.columns import SUMMARY_METRICS
-from sim.scenario import MAX_SEED, ScenarioError, load_scenario
+from sim.scenario import ScenarioError, ScenarioSet, load_scenario
+from sim.schema import MAX_SEED
 
 scenario_argument = click.argument("scenario", type=click.Path(path_type=Path))
 set_option = click.option(
@@ -150,9 +152,7 @@ def run(
             outcome = resume_run(resume, workers, executor, progress, figures, scheduler)
         else:
             outcome = run_scenario(
-                scenario,
-                overrides=list(overrides),
-                params=list(params),
+                _load(scenario, overrides, params),
                 replicas=replicas,
                 seed=seed,
                 workers=workers,
@@ -189,7 +189,7 @@ def validate(scenarios, overrides) -> None:
     bad = 0
     for path in scenarios:
         try:
-            loaded = load_scenario(path, list(overrides))
+            loaded = _load(path, overrides)
             hopeless = feasibility.check(loaded)
         except ScenarioError as exc:
             bad += 1
@@ -198,6 +198,7 @@ def validate(scenarios, overrides) -> None:
         points = len(loaded.points)
         extra = f", {points} sweep points" if points > 1 else ""
         print(f"ok: {path} ({loaded.name}{extra})")
+        _warn_infeasible(loaded)
         _warn(hopeless)
     if bad:
         if len(scenarios) > 1:
@@ -211,14 +212,17 @@ def validate(scenarios, overrides) -> None:
 @json_option
 def calc(scenario, overrides, as_json) -> None:
     """The deterministic calculator: step time, ideal time-to-train, checkpoint cost, Young/Daly, cost."""
-    loaded = load_scenario(scenario, list(overrides))
+    loaded = _load(scenario, overrides)
     _warn(feasibility.check(loaded))
-    results = [(p.params, perf.calculate(p.scenario)) for p in loaded.points]
+    # a point that cannot run has no calculation: its reason instead
+    results = [(p.params, p.infeasible or perf.calculate(p.scenario)) for p in loaded.points]
     if as_json:
         doc = {
             "scenario": loaded.name,
             "points": [
-                {"params": params, **{k: _finite(v) for k, v in dataclasses.asdict(c).items()}}
+                {"params": params, "infeasible": c}
+                if isinstance(c, str)
+                else {"params": params, **{k: _finite(v) for k, v in dataclasses.asdict(c).items()}}
                 for params, c in results
             ],
         }
@@ -226,6 +230,9 @@ def calc(scenario, overrides, as_json) -> None:
         return
     console = _console()
     for params, c in results:
+        if isinstance(c, str):
+            console.print(f"{loaded.name}  {params}: [bold]infeasible[/bold]: {escape(c)}")
+            continue
         title = f"{loaded.name}" + (f"  {params}" if params else "")
         table = Table(title=title, show_header=False, title_justify="left")
         table.add_column("quantity")
@@ -301,7 +308,7 @@ def optimize(
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--statistic") from None
     # everything is checked before anything is simulated or written
-    loaded = load_scenario(scenario, list(overrides), list(params))
+    loaded = _load(scenario, overrides, params)
     key = loaded.swept_keys[0]
     candidates = loaded.resolved["sweep"][key]
     if len(loaded.swept_keys) != 1 or len(candidates) < 2:
@@ -314,6 +321,16 @@ def optimize(
         raise click.BadParameter(
             "optimize needs at least 2 replicas per candidate", param_hint="--replicas"
         )
+    # values that cannot run are listed as infeasible, never simulated nor chosen
+    infeasible = {p.params[key]: p.infeasible for p in loaded.points if p.infeasible is not None}
+    feasibility.infeasible_everywhere(loaded)  # none can run: bad input, as for run and plan
+    if len(loaded.feasible) < 2:
+        raise click.BadParameter(
+            f"optimize needs at least two candidate values of {key} that can run, got "
+            f"{len(loaded.feasible)}; infeasible: "
+            + "; ".join(f"{_fmt_value(v)}: {reason}" for v, reason in infeasible.items()),
+            param_hint="--param",
+        )
     outcome = run_scenario(
         loaded,
         replicas=replicas,
@@ -324,12 +341,13 @@ def optimize(
     )
     _warn(outcome.problems)
     try:
-        best = analysis.optimize(outcome.table, key, metric, statistic, direction)
+        best = analysis.optimize(outcome.table, key, metric, statistic, direction, infeasible)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--param/--statistic") from None
     if as_json:
         doc = {k: v for k, v in dataclasses.asdict(best).items() if k != "points"}
-        doc["points"] = best.points.to_dict(orient="records")
+        records = best.points.to_dict(orient="records")
+        doc["points"] = [{k: _finite(v) for k, v in row.items()} for row in records]
         doc["run_dir"] = str(outcome.run_dir)
         print(json.dumps(doc, default=_json_default))
         return
@@ -349,6 +367,11 @@ def optimize(
     ]:
         table.add_column(column, justify="right")
     for row in best.points.to_dict(orient="records"):
+        if row["verdict"] == "infeasible":
+            table.add_row(
+                _fmt_value(row[key]), "—", "—", "", f"infeasible: {escape(row['infeasible'])}"
+            )
+            continue
         tied = row["verdict"] in ("best", "tied for best")
         table.add_row(
             _fmt_value(row[key]),
@@ -491,12 +514,10 @@ def plan_command(
         )
     try:
         result = planner.plan(
-            scenario,
+            _load(scenario, overrides, planner.parse_vary(str(scenario), vary)),
             deadline_days,
             quantile,
             objective,
-            vary=list(vary),
-            overrides=list(overrides),
             replicas_first=replicas_first,
             replicas_max=replicas_max,
             precision=precision,
@@ -535,6 +556,8 @@ def _print_plan(doc: dict) -> None:
         return "  ".join(f"{k}={_fmt_value(row[k])}" for k in keys)
 
     def share(row: dict) -> str:
+        if row["p_meet"] is None:  # never ran: its configuration cannot
+            return "—"
         return f"{row['p_meet']:.3f} [{row['p_meet_low']:.3f}, {row['p_meet_high']:.3f}]"
 
     def plus_minus(value, low, high) -> str:
@@ -597,7 +620,27 @@ def _print_plan(doc: dict) -> None:
     for column in ["replicas", "mean ± CI", "P(meet) [CI]", f"{quantile_name} days", "status"]:
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("out at\nround", justify="right")
+    # the points that cannot run at all (the others marked infeasible miss the deadline):
+    # one line per reason, naming the swept values its points share
+    cannot = [row for row in doc["candidates"] if not row["replicas"]]
+    if cannot:
+        reasons: dict[str, list[dict]] = {}
+        for row in cannot:
+            reasons.setdefault(row.get("reason") or "", []).append(row)
+        lines = []
+        for reason, rows in reasons.items():
+            shared = {k: rows[0][k] for k in keys if all(r[k] == rows[0][k] for r in rows)}
+            where = "  ".join(f"{k}={_fmt_value(v)}" for k, v in shared.items())
+            count = f"{len(rows)} points" if len(rows) > 1 else "1 point"
+            lines.append(
+                f"cannot run, not simulated ({count}{': ' + where if where else ''}): "
+                f"{escape(reason)}"
+            )
+        table.caption = "\n".join(lines)
+        table.caption_justify = "left"
     for row in doc["candidates"]:
+        if not row["replicas"]:
+            continue  # in the caption
         table.add_row(
             *(_fmt_value(row[k]) for k in keys),
             f"{row['replicas']:,}",
@@ -627,11 +670,13 @@ def _print_plan(doc: dict) -> None:
         )
     console.print(front)
     spent, full = doc["replicas_spent"], doc["replicas_full_grid"]
+    ran = [row for row in doc["candidates"] if row["replicas"]]
     console.print(
         f"replicas: the search ran {spent:,}; a full grid at the same precision would run "
-        f"{len(doc['candidates'])} points × {full // max(1, len(doc['candidates'])):,} = "
+        f"{len(ran)} points × {full // max(1, len(ran)):,} = "
         f"{full:,} ({spent / full:.0%}). Stopped after round {len(doc['rounds'])}: "
         f"{doc['stop_reason']}."
+        + (f" {len(cannot)} infeasible point(s) cannot run: not simulated." if cannot else "")
     )
     if doc.get("run_dir"):
         console.print(f"results: {doc['run_dir']}")
@@ -673,7 +718,7 @@ def merge(run_dirs, out, figures, as_json) -> None:
 @json_option
 def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
     """Fat-tree sizing, gradient all-reduce (analytic and SimPy), step breakdown, MFU, bottlenecks."""
-    loaded = load_scenario(scenario, list(overrides))
+    loaded = _load(scenario, overrides)
     factors = {}
     for item in degrade:
         name, _, value = item.partition("=")
@@ -843,8 +888,15 @@ def _print_run(outcome: RunOutcome) -> None:
     summary, doc = outcome.summary, outcome.summary_doc
     keys = outcome.scenario_set.swept_keys
     for point in doc["points"]:
-        rows = summary[summary["point"] == point["point"]].set_index("metric")
         params = "  ".join(f"{k}={_fmt_value(v)}" for k, v in point["params"].items())
+        if point.get("infeasible"):  # never simulated: no table, the reason
+            console.print(
+                f"{doc['scenario']}{'  ' + params if params else ''}  —  "
+                f"[bold]infeasible[/bold]: {escape(point['infeasible'])} (not simulated)",
+                highlight=False,
+            )
+            continue
+        rows = summary[summary["point"] == point["point"]].set_index("metric")
         n = point.get("replicas", doc["replicas"])
         title = f"{doc['scenario']}{'  ' + params if params else ''}  —  {n} replicas, {point['finished']} finished"
         if point["errors"]:
@@ -875,6 +927,8 @@ def _print_adaptive(console: Console, doc: dict) -> None:
     for column in ["point", "params", "replicas", "mean (days)", "half-width (days)", "relative"]:
         table.add_column(column, justify="left" if column == "params" else "right")
     for point in doc["points"]:
+        if point.get("infeasible"):
+            continue
         mean = point["metrics"]["time_to_train_days"]["mean"]
         half = point.get("ci_half_width_days")
         table.add_row(
@@ -917,7 +971,21 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
     for column in ["time to train (days)", "p95 (days)", "lost work (h)", "finished", "best"]:
         table.add_column(column, justify="right")
     fraction = summary[summary["metric"] == "finished_fraction"].set_index("point")["mean"]
-    for point, row in ttt.iterrows():
+    for entry in outcome.summary_doc["points"]:
+        point = entry["point"]
+        if entry.get("infeasible"):  # a row of its own: the reason, no numbers
+            table.add_row(
+                *(_fmt_value(entry["params"].get(k)) for k in keys),
+                f"infeasible: {escape(entry['infeasible'])}",
+                "—",
+                "—",
+                "—",
+                "",
+            )
+            continue
+        if point not in ttt.index:
+            continue
+        row = ttt.loc[point]
         mean = (
             f"{row['mean']:.3f} ± {row['sem']:.3f}"
             if math.isfinite(row["mean"])
@@ -956,6 +1024,24 @@ def _points(text: str | None) -> range | None:
             f"expected I:J (sweep points I..J-1), got {text!r}", param_hint="--points"
         )
     return range(int(first), int(last))
+
+
+def _load(path: Path, overrides=(), params=()) -> ScenarioSet:
+    """Every command reads its scenario file here: --set and --param (or --vary) applied, the
+    sweep expanded, validated. What the loader did beyond the keys given (its notes, e.g. a
+    storage tier whose changed kind starts from the new preset) is said on stderr."""
+    loaded = load_scenario(path, list(overrides), list(params))
+    for note in loaded.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return loaded
+
+
+def _warn_infeasible(loaded: ScenarioSet) -> None:
+    """Sweep points that cannot run (they will be rows marked infeasible): on stderr."""
+    for point in loaded.points:
+        if point.infeasible is not None:
+            print(f"warning: sweep point {point.params}: infeasible: {point.infeasible}",
+                  file=sys.stderr)  # fmt: skip
 
 
 def _warn(problems: list[feasibility.Problem]) -> None:

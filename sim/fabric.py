@@ -26,7 +26,7 @@ import simpy
 
 from sim import network
 from sim.network import FatTree, Group, Layout
-from sim.scenario import Scenario
+from sim.schema import Scenario
 
 
 class FabricPartitioned(ValueError):

@@ -6,6 +6,11 @@ performance model, run before anything is simulated.
   that a replica would make millions of failure events before its horizon.
 `check` raises a `ScenarioError` when every point is affected (or any point has
 impossible failure rates) and returns per-point warnings otherwise.
+
+A sweep point the loader marked `infeasible` (a configuration that cannot run: the batch
+does not divide, too few microbatches, the model does not fit) is left out of these
+checks: it is never simulated, and its row says why. A sweep none of whose points can
+run is refused, with every point's reason.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim import perf
-from sim.scenario import Scenario, ScenarioError, ScenarioSet
+from sim.scenario import ScenarioError, ScenarioSet
+from sim.schema import Scenario
 
 # Failure events one replica may make up to its horizon. The engine handles a failure in
 # tens of microseconds, so this is about a minute of CPU per replica; a real scenario
@@ -82,7 +88,7 @@ def failure_rate_problem(scenario: Scenario) -> tuple[str, str] | None:
 
 def problems(scenario_set: ScenarioSet) -> list[Problem]:
     found = []
-    for point in scenario_set.points:
+    for point in scenario_set.feasible:
         rate = failure_rate_problem(point.scenario)
         if rate is not None:
             found.append(Problem(point.index, point.params, rate[0], rate[1], fatal=True))
@@ -96,14 +102,43 @@ def problems(scenario_set: ScenarioSet) -> list[Problem]:
 
 def check(scenario_set: ScenarioSet) -> list[Problem]:
     """Raise for what cannot run at all; return the points no replica of which can finish."""
+    infeasible_everywhere(scenario_set)
     found = problems(scenario_set)
     for problem in found:
         if problem.fatal:
             at = f"at sweep point {problem.params}: " if problem.params else ""
             raise ScenarioError(scenario_set.source, problem.key, at + problem.message)
     hopeless = [p for p in found if p.key == "simulation.horizon_days"]
-    if hopeless and len(hopeless) == len(scenario_set.points):
+    if hopeless and len(hopeless) == len(scenario_set.feasible):
         first = hopeless[0]
-        every = " (at every sweep point)" if len(scenario_set.points) > 1 else ""
+        every = ""
+        if len(scenario_set.points) > 1:
+            every = (
+                " (at every sweep point)"
+                if len(hopeless) == len(scenario_set.points)
+                else " (at every sweep point that is not infeasible)"
+            )
         raise ScenarioError(scenario_set.source, first.key, first.message + every)
     return hopeless
+
+
+def infeasible_everywhere(scenario_set: ScenarioSet) -> None:
+    """Raise a ScenarioError, naming each point's reason, when no point can run."""
+    if scenario_set.feasible:
+        return
+    shown = "; ".join(
+        f"{_params(p.params)}: {p.infeasible}" if p.params else str(p.infeasible)
+        for p in scenario_set.points[:MAX_REASONS]
+    )
+    more = len(scenario_set.points) - MAX_REASONS
+    if more > 0:
+        shown += f"; and {more} more"
+    every = "every sweep point is infeasible" if len(scenario_set.points) > 1 else "infeasible"
+    raise ScenarioError(scenario_set.source, "", f"{every}, so nothing can run: {shown}")
+
+
+MAX_REASONS = 6  # infeasible points an error message names one by one
+
+
+def _params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())

@@ -196,12 +196,15 @@ def chunks(
     done: dict[int, set[int]] | None = None,
     points: range | None = None,
 ) -> Iterator[Chunk]:
-    """The chunks still to run: every point (or a slice) × replicas, less those done."""
+    """The chunks still to run: every point (or a slice) × replicas, less those done. A
+    point that cannot run (`infeasible`) has none: nothing of it is built or simulated."""
     done = done or {}
     keys = tuple(scenario_set.swept_keys)
     types = tuple(sweep_types(scenario_set).items())
     for point in scenario_set.points:
         if points is not None and point.index not in points:
+            continue
+        if point.infeasible is not None:
             continue
         have = done.get(point.index, set())
         missing = [r for r in range(replicas) if r not in have]

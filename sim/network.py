@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from sim.hardware import GpuSpec
-from sim.scenario import NetworkConfig, Scenario, fat_tree_ports, max_fat_tree_endpoints
+from sim.schema import NetworkConfig, Scenario, fat_tree_ports, max_fat_tree_endpoints
 
 NCCL_BASE_LATENCY_S = 8.4e-6  # NCCL tuning base latency, ring and tree, Simple protocol
 NVLINK_HOP_LATENCY_S = 3.4e-6  # per NVLink hop
@@ -184,9 +184,11 @@ class Layout:
 
 
 def gradient_bytes_per_rank(scenario: Scenario) -> float:
-    """DDP/ZeRO-1 gradient all-reduce: 2 bytes (bf16) per parameter the rank holds."""
+    """DDP/ZeRO-1/2 gradient all-reduce: 2 bytes (bf16) per parameter the rank holds;
+    ZeRO-3 (FSDP) moves 1.5 times that (its parameters' all-gather comes on top; ZeRO)."""
     para = scenario.parallelism
-    return 2.0 * scenario.model.params / (para.tensor * para.pipeline)
+    volume = 2.0 * scenario.model.params / (para.tensor * para.pipeline)
+    return volume * 1.5 if para.zero_stage == 3 else volume
 
 
 def layout(scenario: Scenario) -> Layout:
@@ -208,18 +210,22 @@ def gradient_allreduce(scenario: Scenario, algorithm: str | None = None) -> Coll
     )
 
 
-def tensor_parallel_s(scenario: Scenario) -> float:
+def tensor_parallel_s(
+    scenario: Scenario, data_parallel: float | None = None, microbatches: float | None = None
+) -> float:
     """Tensor-parallel all-reduces inside the node per step and GPU (Megatron: 2 forward and
-    2 backward per layer and microbatch, each of tokens·hidden bf16 activations)."""
+    2 backward per layer and microbatch, each of tokens·hidden bf16 activations), with the
+    job's data-parallel size and `parallelism.microbatches` unless given (sim.perf gives
+    the ones that follow from the batch, and a shrunk data-parallel size)."""
     para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
     if para.tensor == 1:
         return 0.0
     assert model.layers and model.hidden
-    dp = layout(scenario).data_parallel
+    dp = layout(scenario).data_parallel if data_parallel is None else data_parallel
     tokens = model.global_batch_tokens / dp
     layers = model.layers / para.pipeline
     volume = 4 * layers * tokens * model.hidden * 2.0
-    ops = 4 * layers * (para.microbatches or 1)
+    ops = 4 * layers * ((para.microbatches or 1) if microbatches is None else microbatches)
     group = Group(1, para.tensor)
     one = collective(
         "all_reduce",

@@ -1,17 +1,21 @@
 """Deterministic performance model (pure functions, no simulation).
 
-FLOPs per step, step time from MFU, total steps and ideal time-to-train,
-checkpoint size and its write/load times, failure rates of the job's
-components, and the Young/Daly checkpoint-interval theory built on them.
+FLOPs per step, the step time (built up from compute, tensor-parallel all-reduces, the
+pipeline bubble and the exposed gradient all-reduce, calibrated to the scenario's MFU at
+its own configuration), whether a configuration can run at all (batch split, GPU memory),
+total steps and ideal time-to-train, checkpoint size and its write/load times, failure
+rates of the job's components, and the Young/Daly checkpoint-interval theory built on them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from sim import fabric, network
-from sim.scenario import FailureClassConfig, Scenario, StorageConfig
+from sim.schema import FailureClassConfig, Scenario, StorageConfig, reference_scenario
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -41,13 +45,9 @@ def model_flops_per_gpu_step(scenario: Scenario) -> float:
 
 @dataclass(frozen=True)
 class StepBreakdown:
-    """Where one optimizer step's time goes (seconds), and the MFU that follows.
-
-    With `mfu` given, the step time is the model FLOPs at that MFU and `compute_s`
-    is what remains after the communication the fabric model exposes; with
-    `compute_efficiency`, the step is built up from its parts:
-    step = (compute + tensor-parallel) · (1 + (pipeline−1)/microbatches) + (1 − overlap) · DP all-reduce.
-    """
+    """Where one optimizer step's time goes (seconds), and the MFU that follows:
+    step = (compute + tensor-parallel) · (1 + bubble share) + (1 − overlap) · DP all-reduce,
+    bubble share = (pipeline − 1) / (virtual stages · microbatches)."""
 
     compute_s: float
     tensor_parallel_s: float
@@ -59,9 +59,46 @@ class StepBreakdown:
     collective: str  # ring | tree, as chosen for the gradient all-reduce
 
 
-# Healthy gradient all-reduce times from the flow model, by fabric configuration: a memo of
-# a pure function (not state): the same inputs always give the same seconds.
+@dataclass(frozen=True)
+class StepParts:
+    """What the step of one configuration is built from (per GPU, one optimizer step)."""
+
+    model_flops: float  # the model FLOPs MFU counts
+    compute_flops: float  # the FLOPs executed: full recomputation runs the forward twice
+    peak_flops: float  # FLOP/s
+    tensor_parallel_s: float
+    bubble_share: float  # (pipeline − 1) / (virtual stages · microbatches)
+    data_parallel_s: float  # the whole gradient all-reduce
+    overlap: float  # share of it hidden behind the backward pass
+    collective: str
+
+
+class CalibrationError(ValueError):
+    """No compute efficiency ≤ 1 gives the stated MFU at its configuration."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """`performance.mfu` turned into the compute efficiency that gives it at the
+    configuration it was measured at (the reference: `performance.mfu_at` applied)."""
+
+    compute_efficiency: float
+    mfu: float  # the stated MFU, at the reference
+    mfu_at: dict[str, Any]  # where the reference differs from the scenario ({}: nowhere)
+    reference_step_s: float
+    at_reference: bool  # the scenario's step-relevant configuration is the reference's
+
+
+# Healthy gradient all-reduce times from the flow model, by fabric configuration, and
+# calibrations by configuration: memos of pure functions (not state): the same inputs
+# always give the same numbers.
 _DP_ALLREDUCE_S: dict[tuple, float] = {}
+_CALIBRATIONS: dict[tuple, Calibration] = {}
+
+# Full recomputation runs each layer's forward pass again in the backward pass: the forward
+# is a third of the forward + backward FLOPs (Korthikanti et al. 2022, §5). Selective
+# recomputation (the attention core) costs a few percent and is left in the efficiency.
+FULL_RECOMPUTE_FACTOR = 4.0 / 3.0
 
 
 def gradient_allreduce_s(scenario: Scenario) -> float:
@@ -74,52 +111,422 @@ def gradient_allreduce_s(scenario: Scenario) -> float:
     return _DP_ALLREDUCE_S[key]
 
 
-def step_breakdown(scenario: Scenario) -> StepBreakdown:
-    perf_cfg, para = scenario.performance, scenario.parallelism
-    peak = scenario.cluster.gpu_spec.peak_tflops * 1e12
+def gradient_allreduce_at_s(scenario: Scenario, replicas: int) -> float:
+    """The gradient all-reduce when the job runs `replicas` data-parallel replicas (an
+    elastic shrink): the flow model at the full size; below it, the α–β cost where the flow
+    model equals it (a non-blocking tree, contiguous placement: tests/unit/test_perf.py
+    checks the shipped trees), else the flow model on the nodes those replicas need."""
+    if replicas == data_parallel_size(scenario):
+        return gradient_allreduce_s(scenario)
+    net, cluster, para = scenario.network, scenario.cluster, scenario.parallelism
+    if net.oversubscription == 1.0 and net.placement == "contiguous":
+        stride = para.tensor * para.pipeline  # ranks between members of one DP group
+        if stride >= cluster.gpus_per_node:
+            group = network.Group(replicas, 1)
+        else:
+            per_node = min(cluster.gpus_per_node // stride, replicas)
+            group = network.Group(math.ceil(replicas / per_node), per_node)
+        return network.collective(
+            "all_reduce",
+            network.gradient_bytes_per_rank(scenario),
+            group,
+            net,
+            cluster.gpu_spec,
+            cluster.gpus_per_node,
+        ).seconds
+    nodes = math.ceil(replicas * gpus_per_replica(scenario) / cluster.gpus_per_node)
+    shrunk = scenario.model_copy(update={"cluster": cluster.model_copy(update={"nodes": nodes})})
+    return gradient_allreduce_s(shrunk)
+
+
+def sequences_per_step(scenario: Scenario) -> float | None:
+    """Sequences in the global batch (global_batch_tokens / seq_len); None for an abstract
+    job (no model.seq_len)."""
+    model = scenario.model
+    return None if model.seq_len is None else model.global_batch_tokens / model.seq_len
+
+
+def microbatches(scenario: Scenario, replicas: int | None = None) -> float | None:
+    """Microbatches per data-parallel replica and step: sequences / replicas /
+    micro_batch_size (real-valued when an elastic shrink leaves a share that does not
+    divide: the bubble then uses the average); an abstract job's `parallelism.microbatches`."""
+    sequences = sequences_per_step(scenario)
+    if sequences is None:
+        return scenario.parallelism.microbatches
+    replicas = data_parallel_size(scenario) if replicas is None else replicas
+    return sequences / replicas / scenario.parallelism.micro_batch_size
+
+
+def bubble_share(pipeline: int, virtual_stages: int, microbatches: float | None) -> float:
+    """Pipeline bubble as a share of the busy time: (p − 1) / (v · m) (Narayanan et al.
+    2021; v = 1 is 1F1B / GPipe); none without a pipeline or without microbatches."""
+    if pipeline == 1 or not microbatches:
+        return 0.0
+    return (pipeline - 1) / (virtual_stages * microbatches)
+
+
+def exposed_data_parallel_s(allreduce_s: float, overlap: float) -> float:
+    """The part of the gradient all-reduce the backward pass does not hide."""
+    return (1.0 - overlap) * allreduce_s
+
+
+def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
+    """The parts of one step at the scenario's configuration, or with `replicas`
+    data-parallel replicas (an elastic shrink: the global batch is fixed, so each replica
+    computes full/replicas times as much, in as many more microbatches)."""
+    para, model = scenario.parallelism, scenario.model
+    full = data_parallel_size(scenario)
+    replicas = full if replicas is None else replicas
     flops = model_flops_per_gpu_step(scenario)
-    dp = network.gradient_allreduce(scenario)
-    dp_s = gradient_allreduce_s(scenario) if perf_cfg.compute_efficiency is not None else dp.seconds
-    exposed = (1.0 - perf_cfg.overlap) * dp_s
-    bubble_share = (para.pipeline - 1) / para.microbatches if para.microbatches else 0.0
-    if perf_cfg.mfu is not None:
-        step = flops / (peak * perf_cfg.mfu)
-        tp = (
-            network.tensor_parallel_s(scenario)
-            if (para.tensor == 1 or scenario.model.layers)
-            else 0.0
-        )
-        busy = max(0.0, step - exposed) / (1.0 + bubble_share)
-        compute = max(0.0, busy - tp)
-        return StepBreakdown(
-            compute, tp, busy * bubble_share, dp_s, exposed, step, perf_cfg.mfu, dp.algorithm
-        )
-    assert perf_cfg.compute_efficiency is not None
-    compute = flops / (peak * perf_cfg.compute_efficiency)
-    tp = network.tensor_parallel_s(scenario)
-    bubble = (compute + tp) * bubble_share
-    step = compute + tp + bubble + exposed
+    if replicas != full:
+        flops *= full / replicas
+    m = microbatches(scenario, replicas)
+    if para.tensor > 1 and model.layers and model.hidden:
+        tp = network.tensor_parallel_s(scenario, data_parallel=replicas, microbatches=m)
+    else:
+        tp = 0.0  # no tensor parallelism, or no shape to size its traffic from
+    return StepParts(
+        model_flops=flops,
+        compute_flops=flops * (FULL_RECOMPUTE_FACTOR if para.recompute == "full" else 1.0),
+        peak_flops=scenario.cluster.gpu_spec.peak_tflops * 1e12,
+        tensor_parallel_s=tp,
+        bubble_share=bubble_share(para.pipeline, para.virtual_stages, m),
+        data_parallel_s=gradient_allreduce_at_s(scenario, replicas),
+        overlap=scenario.performance.overlap,
+        collective=network.gradient_allreduce(scenario).algorithm,
+    )
+
+
+def compose_step(parts: StepParts, compute_efficiency: float) -> StepBreakdown:
+    """The step from its parts at a compute efficiency: the one formula of the step."""
+    compute = parts.compute_flops / (parts.peak_flops * compute_efficiency)
+    busy = compute + parts.tensor_parallel_s
+    bubble = busy * parts.bubble_share
+    exposed = exposed_data_parallel_s(parts.data_parallel_s, parts.overlap)
+    step = busy + bubble + exposed
     return StepBreakdown(
-        compute, tp, bubble, dp_s, exposed, step, flops / (peak * step), dp.algorithm
+        compute,
+        parts.tensor_parallel_s,
+        bubble,
+        parts.data_parallel_s,
+        exposed,
+        step,
+        parts.model_flops / (parts.peak_flops * step),
+        parts.collective,
+    )
+
+
+def _compute_s_of(parts: StepParts, step_s: float) -> float:
+    """compose_step solved for the compute time that makes a step of `step_s`."""
+    busy = (step_s - exposed_data_parallel_s(parts.data_parallel_s, parts.overlap)) / (
+        1.0 + parts.bubble_share
+    )
+    return busy - parts.tensor_parallel_s
+
+
+def model_scaling(scenario: Scenario) -> str:
+    """How the step time follows the configuration: `model` (mfu calibrated at its own
+    configuration, the built-up model elsewhere), `fixed` (performance.mfu_scaling: fixed),
+    `abstract` (mfu given, no model.seq_len: no sequences to split, MFU fixed) or
+    `compute_efficiency` (built up from the given efficiency)."""
+    perf_cfg = scenario.performance
+    if perf_cfg.mfu is None:
+        return "compute_efficiency"
+    if perf_cfg.mfu_scaling == "fixed":
+        return "fixed"
+    return "abstract" if scenario.model.seq_len is None else "model"
+
+
+def _configuration_key(scenario: Scenario) -> tuple:
+    """What the step time depends on, of the configuration sections."""
+    cluster = scenario.cluster
+    return (
+        scenario.model,
+        cluster.gpu_spec,
+        cluster.nodes,
+        cluster.gpus_per_node,
+        scenario.parallelism,
+        scenario.network,
+    )
+
+
+def describe_mfu_at(mfu_at: dict[str, Any]) -> str:
+    """The reference configuration in words: `cluster.nodes=64, ...`, or this configuration."""
+    if not mfu_at:
+        return "the scenario's own configuration"
+    return ", ".join(
+        f"{key}={'(default)' if value is None else value}" for key, value in mfu_at.items()
+    )
+
+
+def calibration(scenario: Scenario) -> Calibration | None:
+    """The compute efficiency that gives `performance.mfu` at its reference configuration
+    (None unless the MFU follows the model: see `model_scaling`). Raises CalibrationError
+    when none ≤ 1 does: the communication alone takes more than the stated step."""
+    if model_scaling(scenario) != "model":
+        return None
+    perf_cfg = scenario.performance
+    key = (
+        _configuration_key(scenario),
+        perf_cfg.mfu,
+        perf_cfg.overlap,
+        json.dumps(perf_cfg.mfu_at, sort_keys=True, default=str),
+    )
+    if key not in _CALIBRATIONS:
+        reference = reference_scenario(scenario)
+        parts = step_parts(reference)
+        mfu_ = perf_cfg.mfu
+        assert mfu_ is not None
+        step = parts.model_flops / (parts.peak_flops * mfu_)
+        compute = _compute_s_of(parts, step)
+        efficiency = parts.compute_flops / (parts.peak_flops * compute) if compute > 0 else math.inf
+        if efficiency > 1.0:
+            exposed = exposed_data_parallel_s(parts.data_parallel_s, parts.overlap)
+            needs = (
+                f"a compute efficiency of {efficiency:.3g}"
+                if math.isfinite(efficiency)
+                else "less than no compute time"
+            )
+            raise CalibrationError(
+                f"mfu {mfu_:g} at {describe_mfu_at(perf_cfg.mfu_at)} means a step of "
+                f"{step:.4g} s, but the model's communication takes {parts.tensor_parallel_s:.4g} s "
+                f"of tensor-parallel all-reduces (x {1 + parts.bubble_share:.4g} with the pipeline "
+                f"bubble) and {exposed:.4g} s of exposed gradient all-reduce: it would need "
+                f"{needs} (at most 1); lower mfu, or set performance.mfu_scaling: fixed"
+            )
+        _CALIBRATIONS[key] = Calibration(
+            compute_efficiency=efficiency,
+            mfu=mfu_,
+            mfu_at=dict(perf_cfg.mfu_at),
+            reference_step_s=step,
+            at_reference=_configuration_key(reference) == _configuration_key(scenario),
+        )
+    return _CALIBRATIONS[key]
+
+
+def _stated_mfu_step_s(scenario: Scenario) -> float:
+    assert scenario.performance.mfu is not None
+    return model_flops_per_gpu_step(scenario) / (
+        scenario.cluster.gpu_spec.peak_tflops * 1e12 * scenario.performance.mfu
+    )
+
+
+def step_breakdown(scenario: Scenario) -> StepBreakdown:
+    """The step's parts. At the configuration `mfu` describes (or with a fixed MFU) they
+    add up to the stated MFU's step exactly; elsewhere the calibrated model gives them."""
+    perf_cfg = scenario.performance
+    parts = step_parts(scenario)
+    if perf_cfg.mfu is None:
+        assert perf_cfg.compute_efficiency is not None
+        return compose_step(parts, perf_cfg.compute_efficiency)
+    cal = calibration(scenario)
+    if cal is not None and not cal.at_reference:
+        return compose_step(parts, cal.compute_efficiency)
+    step = _stated_mfu_step_s(scenario)
+    compute = max(0.0, _compute_s_of(parts, step))
+    busy = compute + parts.tensor_parallel_s
+    return StepBreakdown(
+        compute,
+        parts.tensor_parallel_s,
+        busy * parts.bubble_share,
+        parts.data_parallel_s,
+        exposed_data_parallel_s(parts.data_parallel_s, parts.overlap),
+        step,
+        perf_cfg.mfu,
+        parts.collective,
     )
 
 
 def step_time_s(scenario: Scenario) -> float:
-    """Nominal step time of the full job: from MFU directly, or built from its parts."""
+    """Nominal step time of the full job: the stated MFU's at its own configuration (or
+    fixed), the calibrated built-up model elsewhere, or built from compute_efficiency."""
     if scenario.performance.mfu is not None:
-        return model_flops_per_gpu_step(scenario) / (
-            scenario.cluster.gpu_spec.peak_tflops * 1e12 * scenario.performance.mfu
-        )
+        cal = calibration(scenario)
+        if cal is None or cal.at_reference:
+            return _stated_mfu_step_s(scenario)
+        return compose_step(step_parts(scenario), cal.compute_efficiency).step_s
     return step_breakdown(scenario).step_s
 
 
-def mfu(scenario: Scenario) -> float:
-    """The scenario's MFU: given, or derived from the step breakdown."""
-    return (
-        scenario.performance.mfu
-        if scenario.performance.mfu is not None
-        else step_breakdown(scenario).mfu
+def step_times_by_replicas(scenario: Scenario, lowest: int) -> tuple[float, ...]:
+    """Step times with lowest, lowest + 1, ..., all data-parallel replicas (an elastic
+    shrink), by the same model as the full job's step; empty when the MFU is fixed (fixed
+    scaling, an abstract job): the step then grows as full/replicas."""
+    scaling = model_scaling(scenario)
+    if scaling in ("fixed", "abstract"):
+        return ()
+    if scaling == "compute_efficiency" and scenario.model.seq_len is None:
+        return ()  # an abstract job's microbatches are given for the full size only
+    full = data_parallel_size(scenario)
+    cal = calibration(scenario)
+    efficiency = cal.compute_efficiency if cal else scenario.performance.compute_efficiency
+    assert efficiency is not None
+    return tuple(
+        step_time_s(scenario)
+        if replicas == full
+        else compose_step(step_parts(scenario, replicas), efficiency).step_s
+        for replicas in range(max(1, lowest), full + 1)
     )
+
+
+def mfu(scenario: Scenario) -> float:
+    """The MFU at the scenario's configuration: the stated one where it was measured (or
+    fixed), else what the step model gives."""
+    perf_cfg = scenario.performance
+    if perf_cfg.mfu is not None:
+        cal = calibration(scenario)
+        if cal is None or cal.at_reference:
+            return perf_cfg.mfu
+    return model_flops_per_gpu_step(scenario) / (
+        scenario.cluster.gpu_spec.peak_tflops * 1e12 * step_time_s(scenario)
+    )
+
+
+# --------------------------------------------------------------------------- can it run
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """GPU memory one GPU of the first pipeline stage needs (GB = 1e9 bytes)."""
+
+    weights_GB: float
+    gradients_GB: float
+    optimizer_GB: float
+    activations_GB: float  # 0 without the model's shape (layers, hidden)
+    in_flight: float  # microbatches whose activations the first stage holds (1F1B)
+    capacity_GB: float
+
+    @property
+    def total_GB(self) -> float:
+        return self.weights_GB + self.gradients_GB + self.optimizer_GB + self.activations_GB
+
+
+def activation_bytes_per_layer(scenario: Scenario) -> float:
+    """Activations one layer keeps for one microbatch on one GPU (Korthikanti et al. 2022,
+    with tensor and sequence parallelism over t GPUs): s·b·h/t · (34 + 5·a·s/h) without
+    recomputation, s·b·h/t · 34 with selective recomputation (the attention core is
+    recomputed), and only the layer's input, 2·s·b·h/t, with full recomputation."""
+    model, para = scenario.model, scenario.parallelism
+    assert model.seq_len and model.hidden
+    s, b, h, t = model.seq_len, para.micro_batch_size, model.hidden, para.tensor
+    base = s * b * h / t
+    if para.recompute == "full":
+        return 2.0 * base
+    if para.recompute == "selective":
+        return 34.0 * base
+    heads = model.heads or h / 128
+    return base * (34.0 + 5.0 * heads * s / h)
+
+
+def memory_use(scenario: Scenario) -> MemoryUse:
+    """Model states sharded by tensor × pipeline (and by the data-parallel ranks as the
+    ZeRO stage says: 1 optimizer states, 2 and gradients, 3 and weights; Rajbhandari et al.
+    2020), plus the activations of the first pipeline stage: with 1F1B it holds `pipeline`
+    microbatches of layers/pipeline layers each (all the layers' worth), an interleaved
+    schedule (1 + (p − 1)/(p·v)) times that (Korthikanti et al. 2022, §4.2.3); full
+    recomputation also holds one layer's activations while it is recomputed."""
+    model, para, mem = scenario.model, scenario.parallelism, scenario.memory
+    dp = data_parallel_size(scenario)
+    per_gpu = model.params / (para.tensor * para.pipeline)
+    zero = para.zero_stage
+    weights = per_gpu * mem.weight_bytes_per_param / (dp if zero >= 3 else 1)
+    gradients = per_gpu * mem.grad_bytes_per_param / (dp if zero >= 2 else 1)
+    optimizer = per_gpu * mem.optimizer_bytes_per_param / (dp if zero >= 1 else 1)
+    activations, in_flight = 0.0, 0.0
+    m = microbatches(scenario)
+    if model.seq_len and model.layers and model.hidden and m:
+        p, v = para.pipeline, para.virtual_stages
+        in_flight = min(p, m)
+        layers_held = in_flight * model.layers / p
+        if v > 1:
+            layers_held *= 1.0 + (p - 1) / (p * v)
+        activations = activation_bytes_per_layer(scenario) * layers_held
+        if para.recompute == "full":
+            recomputed = replace_recompute(scenario, "selective")
+            activations += activation_bytes_per_layer(recomputed)
+    return MemoryUse(
+        weights / 1e9,
+        gradients / 1e9,
+        optimizer / 1e9,
+        activations / 1e9,
+        in_flight,
+        scenario.cluster.gpu_spec.memory_GB,
+    )
+
+
+def replace_recompute(scenario: Scenario, recompute: str) -> Scenario:
+    para = scenario.parallelism.model_copy(update={"recompute": recompute})
+    return scenario.model_copy(update={"parallelism": para})
+
+
+def configuration_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Why this configuration cannot run, as (key path, message with the numbers), or None.
+
+    tensor × pipeline must divide the job's GPUs. A job with sequences (model.seq_len)
+    must also split its batch: whole sequences, a whole number of them per data-parallel
+    replica and microbatch, agreeing with an explicit `parallelism.microbatches`, and at
+    least as many microbatches as pipeline stages; and its model states and activations
+    must fit in the GPU's memory. An abstract job (no seq_len) has nothing to split."""
+    para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
+    per_replica = para.tensor * para.pipeline
+    if cluster.gpus % per_replica:
+        return (
+            "parallelism",
+            f"tensor*pipeline = {per_replica} GPUs per data-parallel replica does not divide "
+            f"the job's {cluster.gpus} GPUs (cluster.nodes*gpus_per_node = "
+            f"{cluster.nodes}*{cluster.gpus_per_node})",
+        )
+    if model.seq_len is None:
+        return None
+    dp = cluster.gpus // per_replica
+    tokens, seq_len, size = model.global_batch_tokens, model.seq_len, para.micro_batch_size
+    if tokens % seq_len:
+        return (
+            "model.global_batch_tokens",
+            f"{tokens:,} tokens per step are not a whole number of sequences of "
+            f"model.seq_len = {seq_len:,} ({tokens / seq_len:,.4g})",
+        )
+    sequences = tokens // seq_len
+    if sequences % (dp * size):
+        return (
+            "model.global_batch_tokens",
+            f"the batch of {sequences:,} sequences ({tokens:,} tokens / seq_len {seq_len:,}) "
+            f"does not split over {dp:,} data-parallel replicas x micro_batch_size {size} "
+            f"(= {dp * size:,}): {sequences / dp:,.4g} sequences per replica",
+        )
+    m = sequences // (dp * size)
+    if para.microbatches is not None and para.microbatches != m:
+        return (
+            "parallelism.microbatches",
+            f"{para.microbatches} disagrees with the batch: {sequences:,} sequences / {dp:,} "
+            f"data-parallel replicas / micro_batch_size {size} = {m:,} microbatches per "
+            "replica; drop the key (it follows from the batch) or change micro_batch_size",
+        )
+    if m < para.pipeline:
+        return (
+            "parallelism.pipeline",
+            f"{m:,} microbatches per data-parallel replica ({sequences:,} sequences / {dp:,} "
+            f"replicas / micro_batch_size {size}) are fewer than the {para.pipeline} pipeline "
+            "stages: the pipeline never fills; use fewer stages or replicas, or a larger batch",
+        )
+    use = memory_use(scenario)
+    if use.total_GB > use.capacity_GB:
+        gpu = cluster.gpu_spec
+        activations = (
+            f"activations {use.activations_GB:.1f} (recompute {para.recompute}, "
+            f"{use.in_flight:g} microbatches in flight on the first stage)"
+            if use.activations_GB
+            else "no activations (model.layers and hidden not given)"
+        )
+        return (
+            "parallelism",
+            f"model states and activations need {use.total_GB:.1f} GB per GPU, more than the "
+            f"{gpu.name}'s {use.capacity_GB:g} GB: weights {use.weights_GB:.1f} + gradients "
+            f"{use.gradients_GB:.1f} + optimizer {use.optimizer_GB:.1f} (zero_stage "
+            f"{para.zero_stage} over {dp:,} data-parallel ranks) + {activations}; raise "
+            "tensor or pipeline, zero_stage, or set recompute: full",
+        )
+    return None
 
 
 def gpus_per_replica(scenario: Scenario) -> int:
@@ -385,6 +792,17 @@ class Calculation:
     ideal_cost_usd: float
     gpu_hour_usd: float
     cost_per_1B_tokens_usd: float
+    # how the step follows the configuration (`model_scaling`): model | fixed | abstract |
+    # compute_efficiency; the compute efficiency (calibrated, or given), the MFU stated at
+    # the reference and where the reference differs from this configuration (mfu_at)
+    mfu_scaling: str = "fixed"
+    compute_efficiency: float | None = None
+    reference_mfu: float | None = None
+    mfu_at: dict[str, Any] | None = None
+    microbatches: float | None = None  # per data-parallel replica and step
+    bubble_share: float = 0.0
+    memory_GB: float = 0.0  # what one GPU needs (model states and activations)
+    gpu_memory_GB: float = 0.0
 
 
 def calculate(scenario: Scenario) -> Calculation:
@@ -428,7 +846,29 @@ def calculate(scenario: Scenario) -> Calculation:
         ideal_cost_usd=cost,
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         cost_per_1B_tokens_usd=cost / (scenario.model.tokens / 1e9),
+        **_calibration_fields(scenario),
     )
+
+
+def _calibration_fields(scenario: Scenario) -> dict[str, Any]:
+    """The calculator's account of the step model: scaling, calibration, batch split, memory."""
+    scaling = model_scaling(scenario)
+    cal = calibration(scenario)
+    para = scenario.parallelism
+    m = microbatches(scenario)
+    use = memory_use(scenario)
+    return {
+        "mfu_scaling": scaling,
+        "compute_efficiency": cal.compute_efficiency
+        if cal
+        else scenario.performance.compute_efficiency,
+        "reference_mfu": scenario.performance.mfu,
+        "mfu_at": dict(cal.mfu_at) if cal else None,
+        "microbatches": m,
+        "bubble_share": bubble_share(para.pipeline, para.virtual_stages, m),
+        "memory_GB": use.total_GB,
+        "gpu_memory_GB": use.capacity_GB,
+    }
 
 
 # --------------------------------------------------------------------------- fabric effects

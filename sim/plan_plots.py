@@ -61,12 +61,22 @@ def pareto_figure(doc: dict[str, Any]) -> Figure:
             "near the deadline and the front (the box on the left)", loc="left", fontsize="small"
         )
     _label(ax, doc.get("pareto") or [], doc.get("chosen"), keys)
-    missing = len(doc["candidates"]) - len(drawn)
+    cannot = sum(1 for c in doc["candidates"] if not c.get("replicas"))  # infeasible: never ran
+    missing = len(doc["candidates"]) - len(drawn) - cannot
+    notes = []
     if missing:
+        notes.append(
+            f"{missing} point(s) not drawn: fewer than {quantile:.0%} of their replicas finished"
+        )
+    if cannot:
+        notes.append(
+            f"{cannot} point(s) not drawn: infeasible, they cannot run (plan.json says why)"
+        )
+    if notes:
         ax.text(
             0.99,
             0.01,
-            f"{missing} point(s) not drawn: fewer than {quantile:.0%} of their replicas finished",
+            "\n".join(notes),
             transform=ax.transAxes,
             ha="right",
             va="bottom",

@@ -8,6 +8,11 @@ difference to the best clearly feasible point has a 95% CI above zero). Replica 
 same at every point (common random numbers), which is what makes paired differences tight.
 `judge` is the elimination rule as a pure function; `race` runs the rounds on any evaluator;
 `plan` runs them on the Monte Carlo and writes a run directory with plan.json.
+
+A point whose configuration cannot run (`Point.infeasible`: the batch does not divide, the
+model does not fit, ...) never enters the race: it is a candidate with status infeasible,
+no replica, and that reason (a point that ran and misses the deadline has the reason
+MISSES_DEADLINE). A grid none of whose points can run is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ from sim.api import RunInterrupted, finalise
 from sim.montecarlo import Interrupted, default_workers
 from sim.montecarlo import run as run_montecarlo
 from sim.results import RunDir, TableOfRun
-from sim.scenario import ScenarioError, ScenarioSet, load_scenario
+from sim.scenario import Point, ScenarioError, ScenarioSet, load_scenario
 
 FIRST_REPLICAS = 32  # every point's first batch
 MAX_REPLICAS = 512  # a point never gets more
 PRECISION = 0.001  # points within ±0.1% of the incumbent's objective are as good as tied
 Z95 = 1.959963984540054  # two-sided 95%: each bound alone is one-sided 97.5%
 STATUSES = ("chosen", "feasible", "unproven", "infeasible", "dominated")
+MISSES_DEADLINE = "misses the deadline"  # the reason of an infeasible point that ran
 
 # What the race reads of each replica (the rest of the row goes to the run directory only).
 RACE_COLUMNS = ["point", "replica", "error", "finished", "time_to_train_days", "cost_usd"]
@@ -315,6 +321,9 @@ def outcome(
     records = []
     for point in scenario_set.points:
         index = point.index
+        if point.infeasible is not None:  # never ran: the reason, no statistic
+            records.append(_cannot_run(point, keys))
+            continue
         sample = samples.get(index)
         if sample is None:  # every replica of it raised
             continue
@@ -350,6 +359,7 @@ def outcome(
                 "p_meet_low": p_low,
                 "p_meet_high": p_high,
                 "status": status,
+                "reason": MISSES_DEADLINE if status == "infeasible" else None,
                 "dropped_round": dropped_round,
                 "difference_to_chosen": difference[0],
                 "difference_ci_low": difference[1],
@@ -362,18 +372,21 @@ def outcome(
             }
         )
     order = {status: i for i, status in enumerate(("chosen", "feasible", "unproven", "dominated"))}
-    records.sort(
-        key=lambda r: (
-            order.get(r["status"], 3),
-            -r["p_meet"] if r["status"] == "infeasible" else rank(r["point"])[0],
-            r["point"],
-        )
-    )
+
+    def place(r: dict[str, Any]) -> tuple[int, float, int]:
+        if not r["replicas"]:  # cannot run: last
+            return 4, 0.0, r["point"]
+        if r["status"] == "infeasible":
+            return 3, -r["p_meet"], r["point"]
+        return order[r["status"]], rank(r["point"])[0], r["point"]
+
+    records.sort(key=place)
     spent = sum(r["replicas"] for r in records)
     reference = next((r["replicas"] for r in records if r["status"] == "chosen"), None)
     if reference is None:
         reference = max((r["replicas"] for r in records), default=0)
-    best_chance = max(records, key=lambda r: (r["p_meet"], -rank(r["point"])[0]), default=None)
+    ran = [r for r in records if r["replicas"]]
+    best_chance = max(ran, key=lambda r: (r["p_meet"], -rank(r["point"])[0]), default=None)
     doc = {
         "scenario": scenario_set.name,
         "varied_keys": keys,
@@ -386,7 +399,7 @@ def outcome(
         "candidates": records,
         "pareto": pareto_front(records, keys),
         "replicas_spent": spent,
-        "replicas_full_grid": len(scenario_set.points) * reference,
+        "replicas_full_grid": len(scenario_set.feasible) * reference,
         "rounds": [
             {
                 "round": r.number,
@@ -400,6 +413,27 @@ def outcome(
         "stop_reason": result.stop_reason,
     }
     return _finite(doc)
+
+
+def _cannot_run(point: Point, keys: Sequence[str]) -> dict[str, Any]:
+    """The candidate record of a point whose configuration cannot run."""
+    return {
+        "point": point.index,
+        **{k: point.params[k] for k in keys},
+        "replicas": 0,
+        **dict.fromkeys(
+            ["objective_mean", "objective_ci_low", "objective_ci_high"]
+            + ["p_meet", "p_meet_low", "p_meet_high"]
+        ),
+        "status": "infeasible",
+        "reason": point.infeasible,
+        "dropped_round": None,
+        **dict.fromkeys(
+            ["difference_to_chosen", "difference_ci_low", "difference_ci_high"]
+            + ["time_to_train_days_p50", "time_to_train_days_p95"]
+            + ["time_to_train_days_at_quantile", "cost_usd_mean", "finished_fraction"]
+        ),
+    }
 
 
 def pareto_front(records: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> list[dict]:
@@ -522,7 +556,8 @@ def plan(
         raise ValueError("give vary and overrides with a scenario path, not a loaded ScenarioSet")
     else:
         scenario_set = scenario
-    problems = feasibility.check(scenario_set)  # what cannot run at all is refused here
+    # what cannot run at all (every point infeasible, say) is refused here
+    problems = feasibility.check(scenario_set)
     direction = analysis.better_direction(objective)
     base = scenario_set.base.simulation
     seed = base.seed if seed is None else seed
@@ -577,7 +612,7 @@ def plan(
     try:
         with bar:
             result = race(
-                [p.index for p in scenario_set.points],
+                [p.index for p in scenario_set.feasible],  # infeasible points never race
                 evaluate,
                 deadline_days,
                 quantile,

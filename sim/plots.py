@@ -509,10 +509,23 @@ def sweep_curve(
     ylabel: str | None = None,
 ) -> Figure:
     """A metric's mean against a swept value, with a 95% confidence band, the best value
-    (per `better_direction`) starred, and Young's and Daly's intervals marked."""
+    (per `better_direction`) starred, and Young's and Daly's intervals marked. Infeasible
+    values (summary rows with an `infeasible` reason) are not drawn; a note names them."""
     fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.add_subplot()
     rows = summary[summary["metric"] == metric].sort_values(key)
+    skipped = infeasible_rows(summary)
+    if len(skipped):
+        ax.text(
+            0.01,
+            0.01,
+            "not drawn, infeasible: "
+            + ", ".join(f"{_short(key)}={_value_text(v)}" for v in skipped[key]),
+            transform=ax.transAxes,
+            fontsize="x-small",
+            va="bottom",
+            gid="infeasible",
+        )
     x = rows[key].to_numpy(dtype=float)
     mean = rows["mean"].to_numpy(dtype=float)
     half = 1.96 * rows["sem"].to_numpy(dtype=float)
@@ -563,10 +576,18 @@ def sweep_heatmap(
 ) -> Figure:
     """A metric's mean over a two-key sweep: `keys[0]` across, `keys[1]` down; each cell
     says its value, the best cell (per `better_direction`) is outlined, and colours run
-    from worse (dark) to better (bright)."""
+    from worse (dark) to better (bright). A cell of an infeasible point says so, blank."""
     across, down = keys
     rows = summary[summary["metric"] == metric]
-    grid = rows.set_index([down, across])["mean"].unstack(across).sort_index().sort_index(axis=1)
+    grid = rows.set_index([down, across])["mean"].unstack(across)
+    skipped = infeasible_rows(summary)
+    blocked = set(zip(skipped[down], skipped[across]))
+    if blocked:
+        grid = grid.reindex(
+            index=grid.index.union(pd.Index(skipped[down].unique())),
+            columns=grid.columns.union(pd.Index(skipped[across].unique())),
+        )
+    grid = grid.sort_index().sort_index(axis=1)
     values = grid.to_numpy(dtype=float)
     direction = better_direction(metric)
     fig = Figure(
@@ -579,10 +600,11 @@ def sweep_heatmap(
     for (i, j), value in np.ndenumerate(values):
         r, g, b, _ = image.cmap(image.norm(value)) if math.isfinite(value) else (1, 1, 1, 1)
         dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
+        infeasible = (grid.index[i], grid.columns[j]) in blocked
         ax.text(
             j,
             i,
-            metric_text(value, metric, decimals),
+            "infeasible" if infeasible else metric_text(value, metric, decimals),
             ha="center",
             va="center",
             fontsize="small",
@@ -614,6 +636,14 @@ def sweep_heatmap(
         bar.formatter = FuncFormatter(_usd_tick)
         bar.update_ticks()
     return fig
+
+
+def infeasible_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary's rows of points that cannot run (a non-empty `infeasible` reason)."""
+    if "infeasible" not in summary:
+        return summary.iloc[0:0]
+    reason = summary["infeasible"]
+    return summary[reason.notna() & (reason.astype(str) != "")]
 
 
 # ---------------------------------------------------------------------------- a run's set

@@ -26,7 +26,8 @@ from sim import __version__, analysis, perf
 from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS
 from sim.compare import FIGURE_PREFIX, fmt_metric
 from sim.results import read_manifest
-from sim.scenario import Scenario, ScenarioError, ScenarioSet, load_scenario
+from sim.scenario import Point, ScenarioError, ScenarioSet, load_scenario
+from sim.schema import Scenario
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -265,6 +266,7 @@ td.num { white-space: nowrap; }
 .card h3 { margin-top: .8rem; }
 tr.total td { font-weight: 600; border-top: 2px solid var(--ink); }
 tr.best td { background: #eaf5ea; }
+tr.infeasible td { color: var(--muted); white-space: normal; }
 dl.words { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1.2rem; margin: .5rem 0 1rem; }
 dl.words dt { font-weight: 600; }
 dl.words dd { margin: 0; }
@@ -282,7 +284,7 @@ figure img { display: block; max-width: 100%; height: auto; border: 1px solid va
 
 def _scenario_section(run: RunContents) -> str:
     scenario_set = run.scenario_set
-    s = scenario_set.base
+    s = scenario_set.runnable_base
     parts = []
     sweep = scenario_set.resolved.get("sweep") or {}
     if sweep:
@@ -290,10 +292,14 @@ def _scenario_section(run: RunContents) -> str:
             f"<code>{_e(k)}</code> = {_e(', '.join(_value(v) for v in values))}"
             for k, values in sweep.items()
         )
+        first = "first point"
+        if scenario_set.points[0].infeasible is not None:
+            first += " that can run"
         parts.append(
             f"<p>The run sweeps {len(scenario_set.points)} points: {listed}. "
-            "The description below is of the first point.</p>"
+            f"The description below is of the {first}.</p>"
         )
+        parts.append(_infeasible_note(run))
     parts.append(
         '<dl class="words">'
         + "".join(
@@ -372,7 +378,7 @@ def scenario_in_words(s: Scenario) -> list[tuple[str, str]]:
             f"tensor {s.parallelism.tensor} × pipeline {s.parallelism.pipeline} parallel, "
             f"{perf.data_parallel_size(s):,} data-parallel replicas; "
             + (
-                f"MFU {s.performance.mfu:g}."
+                _mfu_words(s)
                 if s.performance.mfu is not None
                 else f"compute efficiency {s.performance.compute_efficiency:g}, "
                 f"so MFU {perf.mfu(s):.3f} after communication and the pipeline bubble."
@@ -530,7 +536,7 @@ def _repair_words(s: Scenario) -> str:
 
 
 def _calculator_section(run: RunContents) -> str:
-    points = run.scenario_set.points[:MAX_POINT_COLUMNS]
+    points = run.scenario_set.feasible[:MAX_POINT_COLUMNS]  # the model refuses the others
     columns = [
         (_params(p.params) or "value", calculation_rows(perf.calculate(p.scenario))) for p in points
     ]
@@ -540,12 +546,22 @@ def _calculator_section(run: RunContents) -> str:
         "<p>The deterministic calculator (<code>trainsim calc</code>): no Monte Carlo, "
         "failures only through their aggregate rate.</p>"
         + _first_points(run, MAX_POINT_COLUMNS)
+        + _infeasible_note(run)
         + _table(
             ["quantity", *(label for label, _ in columns)],
             rows,
             numeric=set(range(1, len(columns) + 1)),
         )
     )
+
+
+def _mfu_words(s: Scenario) -> str:
+    """The MFU at this configuration, and where the stated one was measured if elsewhere."""
+    stated, here = s.performance.mfu, perf.mfu(s)
+    if here == stated or not s.performance.mfu_at:
+        return f"MFU {here:.3g}."
+    where = perf.describe_mfu_at(s.performance.mfu_at)
+    return f"MFU {here:.3f} here by the step model (the stated {stated:g} was measured at {where})."
 
 
 def calculation_rows(c: perf.Calculation) -> list[tuple[str, str]]:
@@ -557,6 +573,7 @@ def calculation_rows(c: perf.Calculation) -> list[tuple[str, str]]:
         ("step time", f"{c.step_time_s:.3f} s"),
         ("tokens/s", f"{c.tokens_per_s:,.0f}"),
         ("MFU", f"{c.mfu:.3f}"),
+        *step_model_rows(c),  # how that MFU follows from the configuration
         ("effective TFLOPS per GPU", f"{c.effective_tflops_per_gpu:.1f}"),
         ("ideal time to train", f"{c.ideal_days:.2f} days"),
         ("checkpoint size", f"{c.checkpoint_GB:,.0f} GB"),
@@ -578,6 +595,39 @@ def calculation_rows(c: perf.Calculation) -> list[tuple[str, str]]:
         ("cost (ideal)", f"${c.ideal_cost_usd:,.0f} at ${c.gpu_hour_usd:.2f}/GPU-hour"),
         ("cost per 1B tokens", f"${c.cost_per_1B_tokens_usd:,.2f}"),
     ]
+
+
+def step_model_rows(c: perf.Calculation) -> list[tuple[str, str]]:
+    """The calculator's rows on the step model: how the MFU follows the configuration
+    (the calibration), the batch split and the GPU memory."""
+    efficiency = []
+    if c.mfu_scaling == "model":
+        where = perf.describe_mfu_at(c.mfu_at) if c.mfu_at else "this configuration"
+        scaling = f"built up, calibrated at {where}"
+        efficiency = [
+            (
+                "compute efficiency",
+                f"{c.compute_efficiency:.3f} (calibrated: MFU {c.reference_mfu:g} there)",
+            )
+        ]
+    elif c.mfu_scaling == "fixed":
+        scaling = "fixed (performance.mfu_scaling: fixed)"
+    elif c.mfu_scaling == "abstract":
+        scaling = "fixed: an abstract job (no model.seq_len)"
+    else:
+        scaling = "built up"
+        efficiency = [("compute efficiency", f"{c.compute_efficiency:g} (given)")]
+    rows = [("MFU model", scaling), *efficiency]
+    if c.microbatches:
+        rows.append(
+            (
+                "microbatches per replica",
+                f"{c.microbatches:,.4g} (pipeline bubble {c.bubble_share:.1%})",
+            )
+        )
+    if c.memory_GB:
+        rows.append(("GPU memory", f"{c.memory_GB:.1f} of {c.gpu_memory_GB:g} GB"))
+    return rows
 
 
 def _no_table(run: RunContents) -> str:
@@ -625,7 +675,7 @@ def _summary_section(run: RunContents) -> str:
             )
             + "</div>"
         )
-    more = _first_points(run, MAX_POINT_SUMMARIES)
+    more = _first_points(run, MAX_POINT_SUMMARIES) + _infeasible_note(run)
     return intro + more + f'<div class="cards">{"".join(cards)}</div>'
 
 
@@ -655,7 +705,19 @@ def _sweep_section(run: RunContents) -> str:
     means = ttt["mean"].dropna()
     best = means.idxmin() if len(means) else None
     rows, classes = [], []
-    for point in ttt.index:
+    cannot = {p.index: p for p in _infeasible_points(run)}
+    for point in sorted({*ttt.index, *cannot}):
+        if point in cannot:  # never simulated: a row with its reason and no numbers
+            rows.append(
+                [
+                    *(_value(cannot[point].params.get(k)) for k in keys),
+                    f"infeasible: {cannot[point].infeasible}",
+                    *["—"] * 5,
+                    "",
+                ]
+            )
+            classes.append("infeasible")
+            continue
         params = run.scenario_set.points[int(point)].params
         mean, sem = ttt.loc[point, "mean"], ttt.loc[point, "sem"]
         rows.append(
@@ -782,6 +844,29 @@ def _means(run: RunContents, columns: list[str]) -> pd.DataFrame:
     return run.table.groupby("point", sort=True)[columns].mean().iloc[:MAX_POINT_COLUMNS]
 
 
+def _infeasible_points(run: RunContents) -> list[Point]:
+    """The run's points that cannot run (of its `--points` slice, if it has one)."""
+    chosen = run.manifest.get("points_slice")
+    within = range(*chosen) if isinstance(chosen, list) and len(chosen) == 2 else None
+    return [
+        p
+        for p in run.scenario_set.points
+        if p.infeasible is not None and (within is None or p.index in within)
+    ]
+
+
+def _infeasible_note(run: RunContents) -> str:
+    """A note naming the infeasible points and why (empty when every point can run)."""
+    cannot = _infeasible_points(run)
+    if not cannot:
+        return ""
+    listed = "; ".join(f"point {p.index} ({_params(p.params)}): {p.infeasible}" for p in cannot)
+    return (
+        f"<p class='note'>{len(cannot)} infeasible point(s), not simulated (the configuration "
+        f"cannot run): {_e(listed)}.</p>"
+    )
+
+
 def _first_points(run: RunContents, shown: int) -> str:
     total = len(run.scenario_set.points)
     if total <= shown:
@@ -900,7 +985,7 @@ def _failures_section(run: RunContents) -> str:
         if (lemon > 0).any():
             rows.append(
                 [
-                    "of which on lemon nodes",
+                    "of which on nodes with a lasting fault",
                     *(fmt_metric("failures", lemon.loc[p]) for p in means.index),
                 ]
             )

@@ -1,5 +1,6 @@
-"""Scenario files: safe YAML loading, `--set`/`--param` overrides, sweep expansion
-and validation into frozen pydantic models.
+"""Scenario files: safe YAML loading, `--set`/`--param` overrides, sweep expansion,
+validation into the frozen models of `sim.schema`, and the performance model's verdict on
+each point's configuration (`sim.perf.configuration_problem`).
 
 This is the only place raw dicts exist. Everything downstream receives a
 validated `Scenario` (or one of its typed sub-configs). Every problem is raised
@@ -11,29 +12,37 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-import reprlib
-import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import ValidationError
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
-from sim.hardware import GPUS, TIERS, GpuSpec
-
-_NAME = r"^[a-z0-9_-]+$"
+from sim import perf
+from sim.hardware import TIERS
+from sim.schema import (
+    CONFIGURATION_SECTIONS,
+    MAX_ECHO,
+    NOT_STEP_KEYS,
+    SWEEPABLE_ROOT,
+    BackupConfig,
+    KeyPathError,
+    Scenario,
+    TierConfig,
+    echo,
+    is_union_tag,
+    keys_of,
+    model_at,
+    reference_scenario,
+    remove_key,
+    set_key,
+    submodel,
+)
 
 # Limits on the input itself, so that no file or command line can exhaust memory or
 # the stack before validation has a chance to name the problem.
@@ -41,16 +50,7 @@ MAX_FILE_BYTES = 1_000_000  # a scenario file; the shipped ones are ~2 kB
 MAX_DEPTH = 20  # nesting of mappings and lists, aliases expanded (the schema needs ~6)
 MAX_NODES = 100_000  # values in a document once its aliases are expanded
 MAX_POINTS = 10_000  # sweep points (the product of the sweep lists' lengths)
-MAX_ECHO = 80  # characters of a value quoted back in an error message
 MAX_PROBLEMS = 5  # validation problems listed in one message
-
-# Bounds on numbers no real scenario reaches. They keep every derived figure finite
-# (no overflow to inf, no OverflowError) and are named in pydantic's message.
-MAX_DAYS = 3652.5  # ten years: any duration (minutes, hours, days) a scenario gives
-MAX_HOURS = MAX_DAYS * 24
-MAX_MINUTES = MAX_HOURS * 60
-MIN_GB_S, MAX_GB_S = 1e-3, 1e7  # any bandwidth: 1 MB/s to 10 PB/s
-MAX_SEED = 2**63 - 1  # the replica table stores the seed as int64
 
 
 class ScenarioError(Exception):
@@ -63,566 +63,6 @@ class ScenarioError(Exception):
         super().__init__(where + message)
 
 
-_echo_repr = reprlib.Repr()
-_echo_repr.maxlevel, _echo_repr.maxdict, _echo_repr.maxlist = 3, 4, 6
-_echo_repr.maxstring = _echo_repr.maxother = _echo_repr.maxlong = MAX_ECHO
-
-
-def echo(value: Any) -> str:
-    """A value as quoted back in an error message: repr, at most MAX_ECHO characters
-    (reprlib: a huge nested value is never expanded in full)."""
-    text = _echo_repr.repr(value)
-    return text if len(text) <= MAX_ECHO else text[: MAX_ECHO - 3] + "..."
-
-
-class KeyPathError(ValueError):
-    """A cross-field check that knows which key is at fault (pydantic reports the parent)."""
-
-    def __init__(self, path: str, message: str):
-        self.path = path
-        super().__init__(message)
-
-
-class _Section(BaseModel):
-    # allow_inf_nan=False: .inf, .nan (and the strings "inf", "nan") are refused everywhere
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-# Common bounds (the fields below state the rest where they are declared).
-Bandwidth = Annotated[float, Field(ge=MIN_GB_S, le=MAX_GB_S)]  # GB/s
-Minutes = Annotated[float, Field(ge=0, le=MAX_MINUTES)]
-PositiveMinutes = Annotated[float, Field(gt=0, le=MAX_MINUTES)]
-PositiveHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
-Fraction = Annotated[float, Field(gt=0, le=1)]
-Efficiency = Annotated[float, Field(ge=0.01, le=1)]  # a share of a peak that a time divides by
-Count = Annotated[int, Field(gt=0, le=10**6, strict=True)]
-Steps = Annotated[int, Field(gt=0, le=10**17, strict=True)]  # as many as tokens can make
-NodeCount = Annotated[int, Field(ge=0, le=10**6, strict=True)]
-Probability = Annotated[float, Field(ge=0, le=1)]
-
-
-class ModelConfig(_Section):
-    params: Annotated[float, Field(gt=0, le=1e15)]
-    tokens: Annotated[float, Field(gt=0, le=1e17)]
-    global_batch_tokens: Annotated[int, Field(gt=0, le=10**10, strict=True)]
-    seq_len: Annotated[int, Field(gt=0, le=10**8, strict=True)] | None = None
-    layers: Count | None = None
-    hidden: Annotated[int, Field(gt=0, le=10**7, strict=True)] | None = None
-    flops_per_token: Annotated[float, Field(gt=0, le=1e18)] | None = None
-
-
-class GpuConfig(_Section):
-    """A GPU given inline instead of by catalogue name."""
-
-    name: Annotated[str, Field(min_length=1, max_length=64)]
-    peak_tflops: Annotated[float, Field(ge=1e-3, le=1e6)]
-    memory_GB: Annotated[float, Field(gt=0, le=1e6)] = 80.0
-    hbm_TB_s: Annotated[float, Field(ge=MIN_GB_S / 1e3, le=MAX_GB_S / 1e3)] = 3.35
-    nvlink_GB_s: Bandwidth = 900.0
-
-
-class ClusterConfig(_Section):
-    gpu: str | GpuConfig
-    nodes: Count
-    gpus_per_node: Annotated[int, Field(gt=0, le=1024, strict=True)] = 8
-    spare_nodes: NodeCount = 0  # warm spares: swap in at once
-    pool_nodes: NodeCount = 0  # cold pool: usable after host_selection_minutes
-    host_selection_minutes: Minutes = 3.0
-    preemptible_nodes: NodeCount = 0  # borrowed from other work, used last ...
-    preemption_minutes: Minutes = 20.0  # ... after this long
-    # share of all nodes (job, spares, pools) that start with a fault: they fail
-    # lemon_rate_multiplier times as often in node-attributable classes until a true fix
-    lemon_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    lemon_rate_multiplier: Annotated[float, Field(ge=1, le=1000)] = 5.0
-    # DGX/HGX H100: 2 TB of host RAM per node
-    host_memory_GB: Annotated[float, Field(gt=0, le=1e7)] = 2048.0
-
-    @field_validator("gpu")
-    @classmethod
-    def _known_gpu(cls, value: str | GpuConfig) -> str | GpuConfig:
-        if isinstance(value, str) and value not in GPUS:
-            raise ValueError(
-                f"unknown GPU {value!r}; expected one of {', '.join(sorted(GPUS))} "
-                "or a mapping {name, peak_tflops, memory_GB}"
-            )
-        return value
-
-    @property
-    def gpu_spec(self) -> GpuSpec:
-        if isinstance(self.gpu, str):
-            return GPUS[self.gpu]
-        return GpuSpec(**self.gpu.model_dump())
-
-    @property
-    def gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
-
-
-class ParallelismConfig(_Section):
-    tensor: Count = 1
-    pipeline: Count = 1
-    microbatches: Count | None = None
-
-
-class PerformanceConfig(_Section):
-    """Exactly one of `mfu` (step time follows directly) or `compute_efficiency`
-    (matmul efficiency; MFU then follows from the bubble and exposed communication)."""
-
-    mfu: Efficiency | None = None
-    compute_efficiency: Efficiency | None = None
-    overlap: Annotated[float, Field(ge=0, le=1)] = 0.8
-
-    @model_validator(mode="after")
-    def _one_mode(self) -> PerformanceConfig:
-        if (self.mfu is None) == (self.compute_efficiency is None):
-            raise ValueError("give exactly one of mfu or compute_efficiency")
-        return self
-
-
-def fat_tree_ports(radix: int, oversubscription: float) -> tuple[int, int]:
-    """Leaf ports facing (endpoints, spines): split down:up = oversubscription:1."""
-    up = max(1, round(radix / (1.0 + oversubscription)))
-    return radix - up, up
-
-
-def max_fat_tree_endpoints(radix: int, oversubscription: float) -> int:
-    """Endpoints a three-tier fat tree of this radix can serve (radix³/4 when non-blocking)."""
-    down, _ = fat_tree_ports(radix, oversubscription)
-    return int(radix**3 // 4 * down / (radix / 2))
-
-
-class NetworkConfig(_Section):
-    """The InfiniBand fabric between nodes (NVLink inside a node comes from the GPU)."""
-
-    link_Gb_s: Annotated[float, Field(ge=8 * MIN_GB_S, le=8 * MAX_GB_S)] = 400.0
-    # the scenario fills in cluster.gpus_per_node when not given
-    nics_per_node: Annotated[int, Field(gt=0, le=1024, strict=True)] = 8
-    topology: Literal["fat-tree"] = "fat-tree"
-    switch_radix: Annotated[int, Field(ge=4, le=4096, strict=True)] = 64
-    oversubscription: Annotated[float, Field(ge=1, le=1000)] = 1.0
-    collective: Literal["ring", "tree", "auto"] = "ring"
-    latency_us: Annotated[float, Field(ge=0, le=1e6)] = 5.0
-    # nccl-tests: ~46-48 GB/s per 400 Gb/s NDR NIC -> 47/50 (docs/references.md)
-    efficiency: Efficiency = 0.94
-    # nccl-tests: ~370 GB/s intra-node busbw of 450 GB/s per direction on H100 NVLink
-    nvlink_efficiency: Efficiency = 0.82
-    placement: Literal["contiguous", "scattered"] = "contiguous"
-
-    @field_validator("switch_radix")
-    @classmethod
-    def _even_radix(cls, value: int) -> int:
-        if value % 2:
-            raise ValueError(
-                f"switch_radix must be even (half the ports face down, half up); got {value}"
-            )
-        return value
-
-
-class TierConfig(_Section):
-    """A storage tier: `kind` fills typical figures (sim.hardware.TIERS) that any key overrides.
-    A Lustre tier may give its write bandwidth as `osts` × `ost_GB_s` instead."""
-
-    kind: Literal["lustre", "gpfs", "weka", "nfs", "object"] = "lustre"
-    write_GB_s: Bandwidth
-    read_GB_s: Bandwidth
-    capacity_TB: Annotated[float, Field(gt=0, le=1e9)]
-    latency_ms: Annotated[float, Field(ge=0, le=1e6)]
-    osts: Count | None = None
-    ost_GB_s: Bandwidth | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _preset(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        kind = data.get("kind", cls.model_fields["kind"].default)
-        preset = TIERS.get(kind) if isinstance(kind, str) else None
-        if preset is None:
-            return data  # the Literal check names the kinds
-        data = dict(data)
-        if "osts" in data or "ost_GB_s" in data:
-            if kind != "lustre":
-                raise ValueError(f"osts and ost_GB_s describe a Lustre tier, not {kind!r}")
-            if "write_GB_s" in data:
-                raise ValueError("give write_GB_s or osts (× ost_GB_s), not both")
-            osts, per_ost = data.get("osts"), data.get("ost_GB_s", preset.ost_GB_s)
-            if (
-                isinstance(osts, int)
-                and isinstance(per_ost, int | float)
-                and 0 < osts <= 10**6
-                and MIN_GB_S <= per_ost <= MAX_GB_S  # else the field check names the key
-            ):
-                data["write_GB_s"] = osts * per_ost
-                data.setdefault("read_GB_s", osts * per_ost * preset.read_GB_s / preset.write_GB_s)
-                data.setdefault("ost_GB_s", per_ost)
-        for key in ("write_GB_s", "read_GB_s", "capacity_TB", "latency_ms"):
-            data.setdefault(key, getattr(preset, key))
-        return data
-
-
-class BackupConfig(TierConfig):
-    """A second tier that every `every`-th durable checkpoint is copied to in the background."""
-
-    kind: Literal["lustre", "gpfs", "weka", "nfs", "object"] = "object"
-    every: Count = 1
-
-
-class StorageConfig(_Section):
-    checkpoint_tier: TierConfig
-    client_GB_s_per_node: Bandwidth = 25.0
-    data_tier: Literal["separate", "shared"] = (
-        "separate"  # shared: data reads compete with checkpoints
-    )
-    data_bytes_per_token: Annotated[float, Field(ge=0, le=1e9)] = 4.0  # read per token
-    background_load: Annotated[float, Field(ge=0, lt=1)] = (
-        0.0  # share of the tier other tenants use
-    )
-    backup: BackupConfig | None = None
-
-
-class CheckpointConfig(_Section):
-    interval_steps: Steps | None = None
-    interval_minutes: PositiveMinutes | None = None
-    interval: Literal["young", "daly"] | None = None
-    mode: Literal["sync", "async"] = "sync"
-    state_bytes_per_param: Annotated[float, Field(gt=0, le=1000)] = 14.0
-    keep_last: Count = 5
-    snapshot_GB_s_per_node: Bandwidth = 50.0  # async: device-to-host copy, the part that blocks
-    memory_every_steps: Steps | None = None  # in-memory level in peer hosts' RAM
-    # each checkpoint written is corrupt with this probability; without validation that is
-    # found only when a restart loads it (the load fails, the previous kept one is tried)
-    corrupt_prob: Annotated[float, Field(ge=0, lt=1)] = 0.0
-    # read every checkpoint back after its write (sync: blocking; async: in the drain) and
-    # rewrite a corrupt one ("validate" in YAML; the attribute name is taken by pydantic)
-    validate_writes: bool = Field(False, alias="validate")
-
-    @model_validator(mode="after")
-    def _one_interval(self) -> CheckpointConfig:
-        given = [
-            k
-            for k in ("interval_steps", "interval_minutes", "interval")
-            if getattr(self, k) is not None
-        ]
-        if len(given) != 1:
-            found = " and ".join(given) if given else "none"
-            raise ValueError(
-                "give exactly one of interval_steps, interval_minutes, interval (young | daly); "
-                f"found {found}"
-            )
-        return self
-
-
-class FailureClassConfig(_Section):
-    name: Annotated[str, Field(pattern=r"^[a-z0-9_]+$", max_length=64)]
-    scope: Literal["gpu", "node", "job", "link", "switch", "storage"]
-    # 1e-3 h is 3.6 s; 1e15 h (a hundred billion years) is how tests say "never"
-    mtbf_hours: Annotated[float, Field(ge=1e-3, le=1e15)] | None = None
-    rate_per_1k_gpu_day: Annotated[float, Field(ge=1e-9, le=1e6)] | None = None
-    distribution: Literal["exponential", "weibull", "lognormal"] = "exponential"
-    weibull_shape: Annotated[float, Field(ge=0.05, le=100)] | None = None
-    lognormal_sigma: Annotated[float, Field(gt=0, le=5)] | None = None
-    detect_minutes: Minutes = 3.0
-    detect_hours: Annotated[float, Field(ge=0, le=MAX_HOURS)] | None = None  # or in hours
-    replace: bool | None = None
-    repair_hours: PositiveHours = 48.0
-    loses_data: bool = False  # storage: the outage destroys the checkpoints on the tier
-    # false: the class strikes only while the job computes (not while it is down)
-    while_idle: bool = True
-    # lemons and falsely fixed nodes fail more often in this class (default: gpu, node)
-    node_attributable: bool | None = None
-    # recovery rolls back this many checkpoints (a loss spike: 2 = past the newest one)
-    rollback_checkpoints: Count = 1
-    # silent data corruption: the job runs on until detection (detect_hours), then rolls
-    # back to the newest checkpoint written before the corruption
-    silent: bool = False
-    # recovery waits for the on-call engineer (`oncall:`) before the restart
-    needs_human: bool = False
-
-    @model_validator(mode="after")
-    def _consistent(self) -> FailureClassConfig:
-        if self.detect_hours is not None and "detect_minutes" in self.model_fields_set:
-            raise KeyPathError("detect_hours", "give at most one of detect_minutes or detect_hours")
-        if self.node_attributable and self.scope not in ("gpu", "node"):
-            raise KeyPathError(
-                "node_attributable",
-                f"node_attributable: true needs scope gpu or node (a {self.scope} failure "
-                "is not a node's fault)",
-            )
-        if self.silent and self.scope not in ("gpu", "node", "job"):
-            raise KeyPathError(
-                "silent",
-                f"silent: true needs scope gpu, node or job (a {self.scope} failure is not "
-                "a corruption of the training state)",
-            )
-        if self.loses_data and self.scope != "storage":
-            raise ValueError("loses_data is only meaningful with scope: storage")
-        if (self.mtbf_hours is None) == (self.rate_per_1k_gpu_day is None):
-            raise ValueError("give exactly one of mtbf_hours or rate_per_1k_gpu_day")
-        if self.distribution == "weibull" and self.weibull_shape is None:
-            raise ValueError("distribution weibull needs weibull_shape")
-        if self.distribution != "weibull" and self.weibull_shape is not None:
-            raise ValueError("weibull_shape is only meaningful with distribution: weibull")
-        if self.distribution == "lognormal" and self.lognormal_sigma is None:
-            raise ValueError("distribution lognormal needs lognormal_sigma")
-        if self.distribution != "lognormal" and self.lognormal_sigma is not None:
-            raise ValueError("lognormal_sigma is only meaningful with distribution: lognormal")
-        if self.replace and self.scope in ("job", "link", "storage"):
-            raise KeyPathError(
-                "replace",
-                f"replace: true needs scope gpu, node or switch (a {self.scope} failure "
-                "has no node to swap)",
-            )
-        return self
-
-    @property
-    def attributable(self) -> bool:
-        """`node_attributable` defaults to true for the gpu and node scopes."""
-        if self.node_attributable is None:
-            return self.scope in ("gpu", "node")
-        return self.node_attributable
-
-    @property
-    def replaces_nodes(self) -> bool:
-        """`replace` defaults to true for hardware scopes and false for the job."""
-        return (
-            self.scope not in ("job", "link", "storage") if self.replace is None else self.replace
-        )
-
-
-class RecoveryConfig(_Section):
-    policy: Literal["restart", "elastic"] = "restart"
-    restart_minutes: Minutes = 10.0
-    elastic_min_fraction: Fraction = 0.75
-    rescale_minutes: Minutes = 5.0
-
-
-class RepairConfig(_Section):
-    """The repair pipeline a replaced node goes through (instead of the flat per-class
-    `repair_hours`): automated repair, escalation to a technician, a vendor RMA for
-    nodes manual repair keeps failing, false fixes, and retirement."""
-
-    auto_minutes: PositiveMinutes = 120.0  # automated repair (reboot, reset, reimage)
-    escalate_prob: Probability = 0.8  # automated repair fails over to manual
-    auto_false_fix_prob: Probability = 0.4  # "repaired" but still faulty
-    manual_hours: PositiveHours = 48.0  # a technician's repair
-    manual_false_fix_prob: Probability = 0.2
-    technicians: Count | None = None  # concurrent manual repairs (None: unlimited)
-    rma_after_manual_repairs: Count = 2  # a node manual repair has seen this often goes ...
-    rma_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 14.0  # ... to the vendor instead
-    retire_after_failures: Count | None = None  # retire a node after this many failures ...
-    retire_window_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 7.0  # ... within this
-    return_to: Literal["spares", "origin"] = "spares"  # refill warm spares first, or its pool
-    misdiagnosis_prob: Annotated[float, Field(ge=0, lt=1)] = 0.0  # the wrong node goes
-
-
-class HealthChecksConfig(_Section):
-    """Periodic checks of the job's nodes that catch failing hardware before it fails."""
-
-    every_hours: PositiveHours = 24.0
-    cost_minutes: Minutes = 10.0  # downtime of the job while the check runs
-    catch_prob: Probability = 0.5  # share of node failures caught ...
-    lead_hours: PositiveHours = 12.0  # ... that would strike within this lead
-
-
-class MaintenanceConfig(_Section):
-    """Planned interruptions: at its next checkpoint after every `every_days`, the job
-    stops for `duration_hours` and restarts (downtime, no lost work)."""
-
-    every_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 14.0
-    duration_hours: PositiveHours = 4.0
-
-
-class StragglersConfig(_Section):
-    """Slow nodes that drag the synchronous job (it waits for its slowest rank) until a
-    detector drains them at the next checkpoint or the condition clears by itself."""
-
-    rate_per_1k_gpu_day: Annotated[float, Field(gt=0, le=1e6)] = 0.3
-    slowdown: Annotated[float, Field(gt=0, lt=1)] = 0.3  # the job runs 1/(1-slowdown) slower
-    # each straggler's slowdown uniform on [slowdown, slowdown_max] (None: all `slowdown`)
-    slowdown_max: Annotated[float, Field(gt=0, lt=1)] | None = None
-    detect_hours: Annotated[float, Field(ge=0, le=MAX_HOURS)] | None = 2.0  # None: never
-    detect_threshold: Annotated[float, Field(ge=0, lt=1)] = 0.0  # slower ones only are caught
-    clear_hours: PositiveHours | None = None  # mean time until it clears by itself (None: never)
-    repair_hours: PositiveHours = 24.0  # a drained node's repair (flat; or the repair pipeline)
-    # lemons straggle `cluster.lemon_rate_multiplier`x as often
-    node_attributable: bool = True
-
-    @model_validator(mode="after")
-    def _ordered(self) -> StragglersConfig:
-        if self.slowdown_max is not None and self.slowdown_max < self.slowdown:
-            raise KeyPathError("slowdown_max", "slowdown_max must be at least slowdown")
-        return self
-
-
-class OncallConfig(_Section):
-    """Failures of classes with `needs_human: true` wait for a person: a response time in
-    working hours (Monday to Friday, from workday_start_hour to workday_end_hour), a
-    longer one at night and at weekends."""
-
-    response_minutes: Minutes = 15.0
-    night_response_minutes: Minutes = 60.0
-    weekend_response_minutes: Minutes = 120.0
-    workday_start_hour: Annotated[float, Field(ge=0, lt=24)] = 9.0
-    workday_end_hour: Annotated[float, Field(gt=0, le=24)] = 18.0
-
-    @model_validator(mode="after")
-    def _ordered(self) -> OncallConfig:
-        if self.workday_end_hour <= self.workday_start_hour:
-            raise KeyPathError(
-                "workday_end_hour", "workday_end_hour must be after workday_start_hour"
-            )
-        return self
-
-
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-
-
-class CostConfig(_Section):
-    gpu_hour_usd: Annotated[float, Field(ge=0, le=1e6)] = 2.5
-
-
-class SimulationConfig(_Section):
-    replicas: Count = 1000
-    seed: Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)] = 0
-    horizon_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 730.0
-    # serial | processes | dask (None: processes with more than one worker, else serial)
-    executor: Literal["serial", "processes", "dask"] | None = None
-    # the run's start on the weekly calendar (on-call response times depend on it)
-    start_weekday: Literal[WEEKDAYS] = "monday"  # type: ignore[valid-type]
-    start_hour: Annotated[float, Field(ge=0, lt=24)] = 9.0
-
-
-class Scenario(_Section):
-    """A validated scenario for one sweep point (no `sweep` key inside)."""
-
-    name: Annotated[str, Field(pattern=_NAME, max_length=64)]  # names a directory
-    description: Annotated[str, Field(max_length=1000)] = ""
-    model: ModelConfig
-    cluster: ClusterConfig
-    parallelism: ParallelismConfig = ParallelismConfig()
-    performance: PerformanceConfig
-    network: NetworkConfig = NetworkConfig()
-    storage: StorageConfig
-    checkpoint: CheckpointConfig
-    failures: list[FailureClassConfig] = []
-    recovery: RecoveryConfig = RecoveryConfig()
-    repair: RepairConfig | None = None
-    health_checks: HealthChecksConfig | None = None
-    maintenance: MaintenanceConfig | None = None
-    stragglers: StragglersConfig | None = None
-    oncall: OncallConfig | None = None
-    cost: CostConfig = CostConfig()
-    simulation: SimulationConfig = SimulationConfig()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_nic_per_gpu_by_default(cls, data: Any) -> Any:
-        """`network.nics_per_node` defaults to one NIC per GPU (rail-optimised)."""
-        if isinstance(data, dict) and isinstance(data.get("cluster"), dict):
-            network = data.get("network", {})
-            if isinstance(network, dict) and "nics_per_node" not in network:
-                gpus = data["cluster"].get("gpus_per_node", 8)
-                if isinstance(gpus, int) and gpus > 0:
-                    data = {**data, "network": {**network, "nics_per_node": gpus}}
-        return data
-
-    def _check_host_memory(self) -> None:
-        """Host RAM holds an async snapshot, and an in-memory checkpoint plus a peer's copy."""
-        ckpt = self.checkpoint
-        needs = [("an async snapshot", 1)] if ckpt.mode == "async" else []
-        if ckpt.memory_every_steps is not None:
-            needs.append(("an in-memory checkpoint and a peer's copy", 2))
-        if not needs:
-            return
-        per_node_GB = self.model.params * ckpt.state_bytes_per_param / 1e9 / self.cluster.nodes
-        copies = sum(n for _, n in needs)
-        if copies * per_node_GB > self.cluster.host_memory_GB:
-            raise KeyPathError(
-                "checkpoint.memory_every_steps" if ckpt.memory_every_steps else "checkpoint.mode",
-                f"host RAM must hold {' and '.join(w for w, _ in needs)}: {copies} x {per_node_GB:.0f} GB "
-                f"per node exceeds cluster.host_memory_GB={self.cluster.host_memory_GB:g}",
-            )
-
-    @model_validator(mode="after")
-    def _cross_checks(self) -> Scenario:
-        gpus_per_replica = self.parallelism.tensor * self.parallelism.pipeline
-        if self.cluster.gpus % gpus_per_replica:
-            raise KeyPathError(
-                "parallelism",
-                f"tensor*pipeline = {gpus_per_replica} GPUs per data-parallel replica "
-                f"does not divide the job's {self.cluster.gpus} GPUs (cluster.nodes*gpus_per_node)",
-            )
-        net = self.network
-        if self.cluster.gpus_per_node % net.nics_per_node:
-            raise KeyPathError(
-                "network.nics_per_node",
-                f"{net.nics_per_node} NICs do not divide cluster.gpus_per_node={self.cluster.gpus_per_node} "
-                "(rail-optimised: each NIC serves the same number of GPUs)",
-            )
-        endpoints = self.cluster.nodes * net.nics_per_node
-        if endpoints > max_fat_tree_endpoints(net.switch_radix, net.oversubscription):
-            raise KeyPathError(
-                "network.switch_radix",
-                f"{endpoints} NIC ports exceed a three-tier fat tree of radix {net.switch_radix} "
-                f"(at most {max_fat_tree_endpoints(net.switch_radix, net.oversubscription)}); use a larger radix",
-            )
-        if self.performance.compute_efficiency is not None:
-            para, model = self.parallelism, self.model
-            if para.pipeline > 1 and para.microbatches is None:
-                raise KeyPathError(
-                    "parallelism.microbatches",
-                    "compute_efficiency mode with pipeline > 1 needs microbatches (bubble = (pipeline-1)/microbatches)",
-                )
-            if para.tensor > 1 and not (model.layers and model.hidden):
-                raise KeyPathError(
-                    "model.layers",
-                    "compute_efficiency mode with tensor > 1 needs model.layers and model.hidden "
-                    "(tensor-parallel traffic per step follows from them)",
-                )
-            if para.tensor > self.cluster.gpus_per_node:
-                raise KeyPathError(
-                    "parallelism.tensor",
-                    f"tensor={para.tensor} spans nodes; compute_efficiency mode models tensor parallelism "
-                    f"inside a node of {self.cluster.gpus_per_node} GPUs",
-                )
-        if self.storage.data_tier == "shared" and self.checkpoint.memory_every_steps is not None:
-            raise KeyPathError(
-                "storage.data_tier",
-                "not supported yet: a shared data tier together with checkpoint.memory_every_steps",
-            )
-        self._check_host_memory()
-        names = [f.name for f in self.failures]
-        if "lemon" in names:
-            raise KeyPathError(
-                f"failures.{names.index('lemon')}.name",
-                "'lemon' is reserved: failures_lemon counts failures of nodes with a fault",
-            )
-        for i, f in enumerate(self.failures):
-            if f.needs_human and self.oncall is None:
-                raise KeyPathError(
-                    f"failures.{i}.needs_human",
-                    "needs_human: true needs an oncall: section (the on-call response times)",
-                )
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise KeyPathError(
-                "failures", f"class names must be unique; repeated: {', '.join(dupes)}"
-            )
-        checkpoint_TB = self.model.params * self.checkpoint.state_bytes_per_param / 1e12
-        needed_TB = checkpoint_TB * self.checkpoint.keep_last
-        if needed_TB > self.storage.checkpoint_tier.capacity_TB:
-            raise KeyPathError(
-                "storage.checkpoint_tier.capacity_TB",
-                f"checkpoint.keep_last={self.checkpoint.keep_last} "
-                f"checkpoints of {checkpoint_TB:.3g} TB need {needed_TB:.3g} TB, more than the tier's "
-                f"{self.storage.checkpoint_tier.capacity_TB:.3g} TB",
-            )
-        return self
-
-
-SWEEPABLE_ROOT = Scenario  # the model whose key paths overrides and sweeps may name
-
-
 @dataclass(frozen=True)
 class Point:
     """One sweep point: the swept values that produced it and the scenario."""
@@ -630,6 +70,9 @@ class Point:
     index: int
     params: dict[str, Any]
     scenario: Scenario
+    # why this configuration cannot run (key path: reason), for a sweep point the model
+    # refuses; None when it can run. A single-point scenario is refused outright instead.
+    infeasible: str | None = None
 
 
 @dataclass(frozen=True)
@@ -639,6 +82,9 @@ class ScenarioSet:
     source: str
     resolved: dict[str, Any]  # the document as run: overrides applied, sweep kept
     points: list[Point]
+    # what loading changed beyond the keys given, for the user (the CLI prints them on
+    # stderr): e.g. a tier whose kind an override or sweep changed starts from its preset
+    notes: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -651,6 +97,17 @@ class ScenarioSet:
     @property
     def swept_keys(self) -> list[str]:
         return list(self.resolved.get("sweep") or {})
+
+    @property
+    def feasible(self) -> list[Point]:
+        """The points that can run (`infeasible` is None): the only ones simulated."""
+        return [p for p in self.points if p.infeasible is None]
+
+    @property
+    def runnable_base(self) -> Scenario:
+        """The first point that can run (the first point when none can): what the
+        performance model describes when a sweep has infeasible points."""
+        return (self.feasible or self.points)[0].scenario
 
 
 # --------------------------------------------------------------------------- loading
@@ -853,11 +310,16 @@ def load_document(
     params: list[str] | None = None,
 ) -> ScenarioSet:
     raw = copy.deepcopy(document)
+    set_keys = []
     for item in overrides or []:
         key, text = _split_assignment(source, item, "--set")
         value = _parse_value(source, key, text, "--set")
         _check_path(source, key, raw, origin="--set")
         _assign(raw, key, value)
+        set_keys.append(key)
+    # a tier whose kind --set changed starts from the new preset (baked into `resolved`)
+    notes = [_restart_note(*change) for change in _restart_tiers(document, raw, set_keys)]
+    _record_mfu_at(document, raw)  # mfu stays measured at the file's configuration
     if raw.get("sweep") is not None and not isinstance(raw["sweep"], dict):
         raise ScenarioError(
             source,
@@ -903,6 +365,7 @@ def load_document(
                 source, f"sweep.{key}", f"expected a non-empty list of values, got {echo(values)}"
             )
         _check_path(source, key, base, origin="sweep")
+    notes += _keep_set_figures(base, sweep, set_keys)  # adds to raw["sweep"] (the same dict)
     count = math.prod(len(values) for values in sweep.values())
     if count > MAX_POINTS:
         sizes = " x ".join(str(len(values)) for values in sweep.values())
@@ -920,9 +383,98 @@ def load_document(
         point_params = dict(zip(keys, combo))
         for key, value in point_params.items():
             _assign(doc, key, value)
+        for change in _restart_tiers(base, doc, keys):  # a swept kind starts from its preset
+            note = _restart_note(*change, origin=" (sweep)")
+            if note not in notes:
+                notes.append(note)
+        _record_mfu_at(base, doc)  # ... and not at the point's swept configuration
         scenario = _validate(source, doc, point_params)
-        points.append(Point(index=index, params=point_params, scenario=scenario))
-    return ScenarioSet(source=source, resolved=raw, points=points)
+        infeasible = _configuration_check(source, scenario, point_params)
+        points.append(
+            Point(index=index, params=point_params, scenario=scenario, infeasible=infeasible)
+        )
+    if all(p.infeasible for p in points):
+        # a single configuration that cannot run, or a sweep none of whose points can
+        first = points[0]
+        key, _, message = (first.infeasible or "").partition(": ")
+        where = f" (at sweep point {echo(first.params)})" if first.params else ""
+        more = f"; none of the {len(points)} sweep points can run" if len(points) > 1 else ""
+        raise ScenarioError(source, key, message + where + more)
+    return ScenarioSet(source=source, resolved=raw, points=points, notes=notes)
+
+
+def _record_mfu_at(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Where `after` (a document with --set applied, or a sweep point) changes configuration
+    keys of `before`, `performance.mfu` stays measured at `before`'s configuration: each
+    changed key's value in `before` (null: not given) joins `after`'s performance.mfu_at,
+    unless mfu_at already names the key (or a key inside or around it): the user's stays."""
+    performance = after.get("performance")
+    if not isinstance(performance, dict) or performance.get("mfu") is None:
+        return
+    at = performance.get("mfu_at")
+    if at is None:
+        at = {}
+    if not isinstance(at, dict):
+        return  # validation names it
+    changes: dict[str, Any] = {}
+    for section in CONFIGURATION_SECTIONS:
+        _changed_keys(before.get(section), after.get(section), section, changes)
+    given = [str(k) for k in at]
+    new = {
+        key: value
+        for key, value in changes.items()
+        if key not in NOT_STEP_KEYS
+        and not any(key == g or key.startswith(g + ".") or g.startswith(key + ".") for g in given)
+    }
+    if new:
+        performance["mfu_at"] = {**at, **new}
+
+
+def _changed_keys(before: Any, after: Any, path: str, out: dict[str, Any]) -> None:
+    """The dotted keys at which `after` differs from `before`, with `before`'s values."""
+    if before == after:
+        return
+    if isinstance(after, dict) and (before is None or isinstance(before, dict)):
+        before = before or {}
+        for key in {**before, **after}:
+            _changed_keys(before.get(key), after.get(key), f"{path}.{key}", out)
+        return
+    out[path] = copy.deepcopy(before)
+
+
+def _configuration_check(
+    source: str, scenario: Scenario, point_params: dict[str, Any]
+) -> str | None:
+    """Why the point's configuration cannot run ("key.path: message"), or None. A
+    reference configuration (performance.mfu_at) that is not valid or cannot run, or an mfu
+    no compute efficiency reaches there, is bad input of the whole file: raised."""
+    problem = perf.configuration_problem(scenario)
+    if problem is not None:
+        return f"{problem[0]}: {problem[1]}"
+    where = f" (at sweep point {echo(point_params)})" if point_params else ""
+    try:
+        reference = reference_scenario(scenario)
+    except ValidationError as exc:
+        path, message = _describe(exc.errors()[0])
+        raise ScenarioError(
+            source,
+            "performance.mfu_at",
+            f"the configuration mfu was measured at is not valid: {path}: {message}{where}",
+        ) from None
+    if reference is not scenario:
+        problem = perf.configuration_problem(reference)
+        if problem is not None:
+            raise ScenarioError(
+                source,
+                "performance.mfu_at",
+                f"the configuration mfu was measured at cannot run: {problem[0]}: "
+                f"{problem[1]}{where}",
+            )
+    try:
+        perf.calibration(scenario)
+    except perf.CalibrationError as exc:
+        raise ScenarioError(source, "performance.mfu", f"{exc}{where}") from None
+    return None
 
 
 def _validate(source: str, doc: dict[str, Any], point_params: dict[str, Any]) -> Scenario:
@@ -941,14 +493,14 @@ def _validate(source: str, doc: dict[str, Any], point_params: dict[str, Any]) ->
 
 
 def _describe(error: dict[str, Any]) -> tuple[str, str]:
-    loc = [str(p) for p in error["loc"] if not _is_union_tag(p)]
+    loc = [str(p) for p in error["loc"] if not is_union_tag(p)]
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, KeyPathError):
         loc = [*loc, *cause.path.split(".")]
     path = ".".join(loc)
     kind = error["type"]
     if kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
+        parent = model_at(loc[:-1])
         allowed = ", ".join(parent.model_fields) if parent else ""
         return path, f"unknown key {echo(loc[-1])}" + (
             f"; expected one of: {allowed}" if allowed else ""
@@ -961,43 +513,6 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
     if kind not in ("value_error",) and not isinstance(got, dict | list):
         message += f" (got {echo(got)})"
     return path, message
-
-
-def _is_union_tag(part: Any) -> bool:
-    # pydantic inserts the union member's name ("str", "GpuConfig") into error locations
-    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or part[:1].isupper())
-
-
-def _model_at(parts: list[str]) -> type[BaseModel] | None:
-    model: Any = SWEEPABLE_ROOT
-    for part in parts:
-        if part.isdigit():
-            continue
-        field = _keys_of(model).get(part)
-        if field is None:
-            return None
-        model = _submodel(field.annotation)
-        if model is None:
-            return None
-    return model
-
-
-def _keys_of(model: type[BaseModel]) -> dict[str, Any]:
-    """A section's fields by the key a scenario file uses (its alias, where it has one)."""
-    return {field.alias or name: field for name, field in model.model_fields.items()}
-
-
-def _submodel(annotation: Any) -> type[BaseModel] | None:
-    origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType, list, Annotated):
-        for arg in typing.get_args(annotation):
-            found = _submodel(arg)
-            if found is not None:
-                return found
-        return None
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    return None
 
 
 # --------------------------------------------------------------------------- overrides
@@ -1053,7 +568,7 @@ def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None
                 )
             model, node = model[0], (None if appending else items[int(part)])
             continue
-        fields = _keys_of(model)
+        fields = keys_of(model)
         if part not in fields:
             raise ScenarioError(
                 source,
@@ -1061,7 +576,7 @@ def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None
                 f"{origin} names a key that does not exist; expected one of: {', '.join(fields)}",
             )
         annotation = fields[part].annotation
-        sub = _submodel(annotation)
+        sub = submodel(annotation)
         is_list = typing.get_origin(annotation) is list or any(
             typing.get_origin(a) is list for a in typing.get_args(annotation)
         )
@@ -1085,43 +600,100 @@ def _assign(doc: dict[str, Any], key: str, value: Any) -> None:
         if pattern in group and value is not None:
             for sibling in group:
                 if sibling != pattern:
-                    _remove(doc, [p if s == "*" else s for p, s in zip(parts, sibling.split("."))])
-    _set(doc, parts, value)
+                    remove_key(
+                        doc, [p if s == "*" else s for p, s in zip(parts, sibling.split("."))]
+                    )
+    set_key(doc, parts, value)
 
 
-def _remove(doc: dict[str, Any], parts: list[str]) -> None:
-    node: Any = doc
-    for part in parts[:-1]:
-        node = (
-            node[int(part)]
-            if isinstance(node, list)
-            else node.get(part)
-            if isinstance(node, dict)
-            else None
-        )
-        if node is None:
-            return
-    if isinstance(node, dict):
-        node.pop(parts[-1], None)
+# The storage tiers a `kind` fills from a preset (sim.hardware.TIERS), and the keys that
+# describe a tier of one kind: the preset's figures, and a Lustre tier's OSTs.
+TIER_MODELS: dict[str, type[TierConfig]] = {
+    "storage.checkpoint_tier": TierConfig,
+    "storage.backup": BackupConfig,
+}
+TIER_FIGURES = ("write_GB_s", "read_GB_s", "capacity_TB", "latency_ms", "osts", "ost_GB_s")
 
 
-def _set(doc: dict[str, Any], parts: list[str], value: Any) -> None:
-    node: Any = doc
-    for part, nxt in zip(parts[:-1], parts[1:]):
-        if isinstance(node, list):
-            node = node[int(part)]
+def _node_at(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        doc = doc.get(part) if isinstance(doc, dict) else None
+    return doc
+
+
+def _kind_at(doc: Any, tier: str) -> tuple[dict[str, Any] | None, Any]:
+    """The tier's mapping in a raw document (None if it has none) and its kind (the
+    model's default where the mapping names none)."""
+    node = _node_at(doc, tier)
+    if not isinstance(node, dict):
+        return None, None
+    return node, node.get("kind", TIER_MODELS[tier].model_fields["kind"].default)
+
+
+def _names(keys: list[str], tier: str) -> bool:
+    """Whether one of the dotted keys gives the whole tier (it, or a section holding it)."""
+    return any(tier == key or tier.startswith(key + ".") for key in keys)
+
+
+def _restart_tiers(
+    before: dict[str, Any], after: dict[str, Any], given: list[str]
+) -> list[tuple[str, str, list[tuple[str, Any]]]]:
+    """A tier whose kind `after` changes from `before` starts from its new preset: the
+    figures `before` stated for the old kind are removed from `after`, except those that
+    `given` (the keys the same command or sweep point set) names. Returns (tier, new
+    kind, the removed (key, value) pairs) for each tier that lost a figure."""
+    changes = []
+    for tier in TIER_MODELS:
+        old, old_kind = _kind_at(before, tier)
+        new, new_kind = _kind_at(after, tier)
+        if old is None or new is None or new_kind == old_kind or _names(given, tier):
+            continue  # no tier before or after, the same kind, or the tier given anew
+        if not isinstance(new_kind, str) or new_kind not in TIERS:
+            continue  # validation names the unknown kind
+        dropped = [
+            (key, new.pop(key))
+            for key in TIER_FIGURES
+            if key in new and key in old and f"{tier}.{key}" not in given
+        ]
+        if dropped:
+            changes.append((tier, new_kind, dropped))
+    return changes
+
+
+def _restart_note(tier: str, kind: str, dropped: list[tuple[str, Any]], origin: str = "") -> str:
+    values = ", ".join(f"{key}={_shown(value)}" for key, value in dropped)
+    return f"{tier}.kind={kind}{origin}: starts from the {kind} preset; dropped the file's {values}"
+
+
+def _keep_set_figures(
+    base: dict[str, Any], sweep: dict[str, list], set_keys: list[str]
+) -> list[str]:
+    """A figure --set gives for a tier whose kind the sweep changes holds at every point:
+    it joins the sweep with its one value, so that the resolved document (where --set is
+    no longer told from the file) reproduces the run. Returns the notes saying so."""
+    notes = []
+    for tier in TIER_MODELS:
+        node, kind = _kind_at(base, tier)
+        kinds = sweep.get(f"{tier}.kind")
+        if node is None or not kinds or all(k == kind for k in kinds):
             continue
-        if not isinstance(node.get(part), dict | list):
-            node[part] = [] if nxt.isdigit() else {}
-        node = node[part]
-    last = parts[-1]
-    if isinstance(node, list):
-        if int(last) == len(node):
-            node.append(value)
-        else:
-            node[int(last)] = value
-    else:
-        node[last] = value
+        whole = _names(set_keys, tier)  # --set gave the whole tier: all its figures are given
+        for key in TIER_FIGURES:
+            path = f"{tier}.{key}"
+            if key in node and path not in sweep and (whole or path in set_keys):
+                sweep[path] = [node[key]]
+                notes.append(
+                    f"{path}={_shown(node[key])} (--set) holds at every point of the "
+                    f"{tier}.kind sweep: it is swept with this one value"
+                )
+    return notes
+
+
+def _shown(value: Any) -> str:
+    """A number as the user would write it: 100 for 100.0."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value) if isinstance(value, int | float) else echo(value)
 
 
 def dump_resolved(scenario_set: ScenarioSet) -> str:

@@ -19,7 +19,8 @@ import pytest
 
 from sim import columns
 from sim.engine.ledger import DOWNTIME_PARTS
-from sim.scenario import Scenario, load_document
+from sim.scenario import load_document
+from sim.schema import Scenario
 
 # the cost breakdown columns, summing to cost_usd (docs/metrics.md)
 COST_PARTS = columns.COST_COLUMNS

@@ -5,10 +5,12 @@ A node is in a job slot, a warm spare, in the cold pool, in the preemptible pool
 (borrowed from other work), in repair, or retired. A node that fails leaves its slot
 for repair (a flat repair time, or the pipeline of `sim/engine/repair.py`) and comes
 back to the warm spares or to the pool it came from; empty slots are filled from the
-warm spares, and from the pools after their delay. Lemons start with a fault; a node
-with a fault fails `lemon_rate_multiplier`× as often in node-attributable classes
-until a true fix. Nodes are conserved: job + spares + pools + in repair + retired is
-the fleet.
+warm spares (`spare_order`: the oldest, the newest or a random one), and from the pools
+after their delay. A node has a lasting fault if it started as a lemon, or if a failure
+of a node-attributable class left one (`fault_prob` of the class); a node with a lasting
+fault fails `lemon_rate_multiplier`× as often in node-attributable classes until a true
+fix. A false fix returns a node with the fault it had; on a node without one it changes
+nothing. Nodes are conserved: job + spares + pools + in repair + retired is the fleet.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class Cluster:
         on_node_returned: Callable[[], None],
         lemon_rng: np.random.Generator | None = None,
         fault_rng: np.random.Generator | None = None,
+        lasting_rng: np.random.Generator | None = None,
+        spare_rng: np.random.Generator | None = None,
     ):
         self.env = env
         self.plan = plan
@@ -55,7 +59,14 @@ class Cluster:
         # the empty slots, lowest first (a heap; an entry refilled since is skipped)
         self._empty: list[int] = list(range(nodes))
         self.active = 0  # == filled.sum(), kept as a count on the hot path
-        self.warm: list[int] = list(range(nodes, nodes + spares))
+        # the warm spares, oldest first: back from repair, a pool or a shrink at the end
+        self.warm: deque[int] = deque(range(nodes, nodes + spares))
+        self.spare_rng = spare_rng  # spare_order: random
+        self._take_spare: Callable[[], int] = {
+            "oldest": self.warm.popleft,
+            "newest": self.warm.pop,
+            "random": self._random_spare,
+        }[plan.spare_order]
         first_pool = nodes + spares
         self.cold: deque[int] = deque(range(first_pool, first_pool + plan.pool_nodes))
         first_borrowed = first_pool + plan.pool_nodes
@@ -75,7 +86,11 @@ class Cluster:
         self.shop: RepairShop | None = None  # the repair pipeline, when the scenario has one
         self.calendar = RepairCalendar(self.node_repaired)  # when nodes in repair come back
         self.fault_rng = fault_rng  # misdiagnosis draws
-        # faults: lemons from the start, and nodes a false fix or misdiagnosis leaves faulty
+        self.lasting_rng = lasting_rng  # whether a failure leaves a lasting fault
+        # per failure class: the probability that a failure leaves its node a lasting fault
+        self.fault_prob = [fc.fault_prob if fc.attributable else 0.0 for fc in plan.failure_classes]
+        # lasting faults: lemons from the start, and nodes a failure left one (a false fix
+        # keeps it, a true fix clears it)
         self.faulty = np.zeros(fleet, dtype=bool)
         if plan.lemon_fraction > 0 and lemon_rng is not None:
             count = round(plan.lemon_fraction * fleet)
@@ -212,11 +227,11 @@ class Cluster:
         run on `nodes`."""
         change = nodes - self.active
         if change == 1:  # the common case: one spare swaps in (argmin: the first empty slot)
-            self._enter_one(self._first_empty(), self.warm.pop())
+            self._enter_one(self._first_empty(), self._take_spare())
         elif change > 0:
             slots = np.flatnonzero(~self.filled)[:change]
             assert slots.size == change <= len(self.warm), "resize beyond available nodes"
-            self._enter(slots, [self.warm.pop() for _ in range(change)])
+            self._enter(slots, [self._take_spare() for _ in range(change)])
         elif change < 0:
             self.warm.extend(self._leave(np.flatnonzero(self.filled)[change:]))
 
@@ -226,6 +241,14 @@ class Cluster:
         while filled[empty[0]]:
             heapq.heappop(empty)
         return heapq.heappop(empty)
+
+    def _random_spare(self) -> int:
+        """spare_order: random: a warm spare drawn uniformly."""
+        assert self.spare_rng is not None
+        index = int(self.spare_rng.integers(len(self.warm)))
+        node = self.warm[index]
+        del self.warm[index]
+        return node
 
     def failing_within(self, lead_s: float) -> list[tuple[int, int, int]]:
         """(slot, node, class index) of the job's nodes whose next node-attributable failure
@@ -275,10 +298,26 @@ class Cluster:
 
     # ---- failures and repair
 
+    def _lasting(self, failure: Failure) -> bool:
+        """Whether `failure` comes from a lasting fault of its node: one draw per failure
+        of a class with `fault_prob` > 0 (none past the classes: a drained straggler)."""
+        index = failure.class_index
+        if index >= len(self.fault_prob) or not self.fault_prob[index]:
+            return False
+        assert self.lasting_rng is not None
+        return bool(self.lasting_rng.random() < self.fault_prob[index])
+
+    def fault_stays(self, failure: Failure, slot: int) -> None:
+        """A failure that does not replace its node (`replace: false`): a lasting fault
+        behind it stays in the job with the node."""
+        if self.filled[slot] and self._lasting(failure):
+            self._mark_faulty(slot)
+
     def send_to_repair(self, failure: Failure, slot: int, diagnosed: bool = False) -> None:
-        """The node in `slot` failed: it leaves for repair (or retirement). With a
-        misdiagnosis another node of the job goes instead and the faulty one stays (not
-        when the node is `diagnosed` already: a health check names it)."""
+        """The node in `slot` failed: it leaves for repair (or retirement), with a lasting
+        fault if the failure came from one (it keeps one it had). With a misdiagnosis
+        another node of the job goes instead and the faulty one stays, with the lasting
+        fault if any (not when the node is `diagnosed` already: a health check names it)."""
         if not self.filled[slot]:
             return  # already out (two failures of the same node merged)
         repair = self.plan.repair
@@ -289,6 +328,7 @@ class Cluster:
             if failure.class_index < len(classes)
             else True
         )
+        lasting = self._lasting(failure)
         if (
             not diagnosed
             and repair is not None
@@ -300,17 +340,18 @@ class Cluster:
             and self.fault_rng.random() < repair.misdiagnosis_prob
         ):
             wrong = self._other_slot(slot)
-            self._mark_faulty(slot)
+            if lasting:
+                self._mark_faulty(slot)  # the faulty node stays, and so does its fault
             slot = wrong
-            attributable = False  # the node that leaves has nothing wrong with it
+            lasting = False  # the node that leaves has nothing new wrong with it
         node = self._leave_one(slot)
         self.nodes_replaced += 1
         if failure.repair_s is not None:  # back together with a repaired part (a leaf switch)
             self.in_repair += 1
             self.calendar.back_at(self.env.now + failure.repair_s, node, True)
             return
-        if attributable:
-            self.faulty[node] = True  # it has a fault until a true fix
+        if lasting:
+            self.faulty[node] = True  # it has a lasting fault until a true fix
         if self._retires(node):
             return
         self.in_repair += 1
@@ -327,7 +368,8 @@ class Cluster:
         return choice if choice != slot else int(filled[-1])
 
     def _mark_faulty(self, slot: int) -> None:
-        """The node in `slot` keeps its fault: its clocks restart at the faulty rate."""
+        """The node in `slot` has a lasting fault now: its clocks restart at the faulty
+        rate."""
         node = int(self.slot_node[slot])
         if self.faulty[node] and self.slot_scale is not None:
             return
@@ -359,8 +401,9 @@ class Cluster:
         return True
 
     def node_repaired(self, node: int, fixed: bool) -> None:
-        """A node is back from repair: a true fix cures its fault (and a lemon for good);
-        it refills the warm spares first (or goes back to its pool)."""
+        """A node is back from repair: a true fix cures a lasting fault (and a lemon for
+        good), a false fix leaves the node as it was; it refills the warm spares first (or
+        goes back to its pool)."""
         self.in_repair -= 1
         if fixed:
             self.faulty[node] = False

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from sim import fabric, network
-from sim.scenario import Scenario
+from sim.schema import Scenario
 
 
 class FabricDegradation:

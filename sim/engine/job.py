@@ -432,6 +432,9 @@ class Job:
             for slot in failure.nodes:
                 self.caught.pop(slot, None)
                 self.cluster.send_to_repair(failure, slot)
+        else:  # the node stays in the job, with a lasting fault if the failure left one
+            for slot in failure.nodes:
+                self.cluster.fault_stays(failure, slot)
 
     # ---- planned stops: maintenance, draining caught nodes, health checks
 

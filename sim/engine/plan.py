@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sim import perf
 from sim.distributions import Distribution, lifetime
 from sim.engine.degradation import FabricDegradation
-from sim.scenario import WEEKDAYS, Scenario
+from sim.schema import WEEKDAYS, Scenario
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,8 @@ class FailureClassPlan:
     replace: bool
     repair_mean_s: float
     loses_data: bool = False
-    attributable: bool = False  # a node's fault: lemons and falsely fixed nodes fail more often
+    attributable: bool = False  # a node's fault: nodes with a lasting fault fail more often
+    fault_prob: float = 0.0  # a failure comes from a lasting fault of its node (attributable)
     while_idle: bool = True  # false: strikes only while the job computes
     rollback_checkpoints: int = 1  # recovery restarts from the n-th newest kept checkpoint
     silent: bool = False  # silent data corruption: found only after detect_s, rolls back past it
@@ -135,6 +136,7 @@ class ReplicaPlan:
     preemption_s: float = 0.0
     lemon_fraction: float = 0.0
     lemon_multiplier: float = 1.0
+    spare_order: str = "oldest"  # oldest | newest | random: which warm spare fills a slot
     repair: RepairPlan | None = None  # None: the flat per-class repair_hours
     health_checks: HealthCheckPlan | None = None
     maintenance: MaintenancePlan | None = None
@@ -146,6 +148,10 @@ class ReplicaPlan:
     stragglers: StragglerPlan | None = None
     oncall: OncallPlan | None = None
     week_start_s: float = 0.0  # the run's start, seconds after Monday 00:00
+    # nominal step times with elastic_min_replicas, ..., full_replicas data-parallel
+    # replicas (sim.perf's step model); empty: the step grows as full/replicas (a fixed
+    # MFU, an abstract job, or a policy that never shrinks)
+    step_s_by_replicas: tuple[float, ...] = ()
 
     @property
     def keeps_history(self) -> bool:
@@ -166,17 +172,12 @@ class ReplicaPlan:
 
     @property
     def faults_matter(self) -> bool:
-        """Whether a node's fault changes its hazard: lemons, false fixes or misdiagnoses."""
+        """Whether a lasting fault changes a node's hazard: the multiplier is above 1 and a
+        node can have one (lemons, or a node-attributable class with `fault_prob` > 0). False
+        fixes and misdiagnoses only keep faults that exist: alone they make none."""
         return self.lemon_multiplier != 1.0 and (
             self.lemon_fraction > 0
-            or (
-                self.repair is not None
-                and (
-                    self.repair.auto_false_fix_prob > 0
-                    or self.repair.manual_false_fix_prob > 0
-                    or self.repair.misdiagnosis_prob > 0
-                )
-            )
+            or any(fc.attributable and fc.fault_prob > 0 for fc in self.failure_classes)
         )
 
     @property
@@ -228,10 +229,20 @@ class ReplicaPlan:
     def nodes_for(self, replicas: int) -> int:
         return math.ceil(replicas * self.gpus_per_replica / self.gpus_per_node)
 
+    def shrunk_step_s(self, replicas: int) -> float:
+        """The nominal step on `replicas` data-parallel replicas. The global batch is fixed,
+        so each replica computes more: the step model's time (more microbatches shrink the
+        bubble, a smaller all-reduce group changes its cost), or proportionally longer
+        without a table."""
+        index = replicas - self.elastic_min_replicas
+        if self.step_s_by_replicas and 0 <= index < len(self.step_s_by_replicas):
+            return self.step_s_by_replicas[index]
+        return self.step_s * self.full_replicas / replicas
+
     def step_s_with(self, replicas: int) -> float:
-        """Global batch is fixed: fewer replicas take proportionally longer per step. With a
-        shared data tier a step also waits for its data when the tier cannot feed it."""
-        compute = self.step_s * self.full_replicas / replicas
+        """The nominal step on `replicas` replicas (`shrunk_step_s`). With a shared data
+        tier a step also waits for its data when the tier cannot feed it."""
+        compute = self.shrunk_step_s(replicas)
         if self.read_GB_per_step:
             return max(compute, self.read_GB_per_step / self.tier_read_GB_s)
         return compute
@@ -282,6 +293,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             repair_mean_s=f.repair_hours * perf.HOUR_S,
             loses_data=f.loses_data,
             attributable=f.attributable,
+            fault_prob=f.fault_prob,
             while_idle=f.while_idle,
             rollback_checkpoints=f.rollback_checkpoints,
             silent=f.silent,
@@ -292,6 +304,9 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
     cluster, repair = scenario.cluster, scenario.repair
     health, maintenance = scenario.health_checks, scenario.maintenance
     full_replicas = perf.data_parallel_size(scenario)
+    elastic_min_replicas = max(
+        1, math.ceil(scenario.recovery.elastic_min_fraction * full_replicas - 1e-9)
+    )
     return ReplicaPlan(
         scenario=scenario.name,
         nodes=scenario.cluster.nodes,
@@ -319,9 +334,10 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         restart_s=scenario.recovery.restart_minutes * 60.0,
         rescale_s=scenario.recovery.rescale_minutes * 60.0,
         policy=scenario.recovery.policy,
-        elastic_min_replicas=max(
-            1, math.ceil(scenario.recovery.elastic_min_fraction * full_replicas - 1e-9)
-        ),
+        elastic_min_replicas=elastic_min_replicas,
+        step_s_by_replicas=perf.step_times_by_replicas(scenario, elastic_min_replicas)
+        if scenario.recovery.policy == "elastic"
+        else (),
         horizon_s=scenario.simulation.horizon_days * perf.DAY_S,
         mfu=perf.mfu(scenario),
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
@@ -338,6 +354,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         preemption_s=cluster.preemption_minutes * 60.0,
         lemon_fraction=cluster.lemon_fraction,
         lemon_multiplier=cluster.lemon_rate_multiplier,
+        spare_order=cluster.spare_order,
         repair=RepairPlan(
             auto_s=repair.auto_minutes * 60.0,
             escalate_prob=repair.escalate_prob,

@@ -135,6 +135,10 @@ def simulate_replica(
         on_node_returned=lambda: job_ref[0].node_returned(),
         lemon_rng=stream(seed, replica, "lemons") if plan.lemon_fraction else None,
         fault_rng=stream(seed, replica, "misdiagnosis") if plan.repair else None,
+        lasting_rng=stream(seed, replica, "lasting_faults")
+        if any(fc.fault_prob > 0 for fc in plan.failure_classes)
+        else None,
+        spare_rng=stream(seed, replica, "spare_order") if plan.spare_order == "random" else None,
     )
     if plan.repair is not None:
         cluster.shop = RepairShop(

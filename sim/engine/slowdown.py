@@ -2,7 +2,7 @@
 
 Sources that follow from the job's shape are computed from the plan: an elastic
 job shrunk to fewer data-parallel replicas (the global batch is fixed, so each
-step takes longer), and data reads starved by a shared tier. Sources that other
+step takes longer, by the step model's table), and data reads starved by a shared tier. Sources that other
 processes switch on and off add seconds per step (a degraded fabric) or multiply
 it (stragglers: a synchronous job waits for its slowest rank). Every
 change of the step time reaches the job as one event (`StepTimeChanged`); the
@@ -70,7 +70,7 @@ class StepTime:
     def breakdown(self, replicas: int) -> dict[str, float]:
         """Seconds per step each source adds to the nominal step now (for timelines, docs)."""
         plan = self.plan
-        shrunk = plan.step_s * plan.full_replicas / replicas
+        shrunk = plan.shrunk_step_s(replicas)
         return {
             SHRINK: shrunk - plan.step_s,
             STARVED_READS: plan.step_s_with(replicas) - shrunk,

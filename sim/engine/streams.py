@@ -22,6 +22,8 @@ STREAMS = {
     "health_checks": 7,  # which failing nodes a check catches
     "checkpoint_corruption": 8,  # a uniform per checkpoint written
     "stragglers": 9,  # onsets, nodes, slowdowns, clearing times
+    "lasting_faults": 10,  # whether a node-attributable failure leaves a lasting fault
+    "spare_order": 11,  # which warm spare fills a slot (spare_order: random)
 }
 
 

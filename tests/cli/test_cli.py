@@ -11,7 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sim.hardware import TIERS
 from sim.montecarlo import COLUMNS
+from sim.scenario import load_scenario
 from tests.conftest import ROOT, TIMELINE_DOWNTIME, TIMELINE_NODE_WAITS, cli_in_process
 
 REFERENCE = str(ROOT / "scenarios/llama70b-1k.yaml")
@@ -367,3 +369,104 @@ def test_optimize_reports_the_best_interval_with_a_paired_difference(tmp_path):
         "median",
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def _calc(*overrides: str) -> tuple[dict, str]:
+    args = ["calc", REFERENCE, "--json"]
+    for item in overrides:
+        args += ["--set", item]
+    r = cli_in_process_args(*args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["points"][0], r.stderr
+
+
+def test_calc_with_another_storage_kind_uses_that_presets_figures():
+    base = load_scenario(REFERENCE).base
+    nodes, client = base.cluster.nodes, base.storage.client_GB_s_per_node
+    file_tier = base.storage.checkpoint_tier  # lustre, with the file's own bandwidths
+
+    def expected(latency_ms: float, write_GB_s: float, read_GB_s: float, size_GB: float):
+        return (
+            latency_ms / 1e3 + size_GB / min(write_GB_s, nodes * client),
+            latency_ms / 1e3 + size_GB / min(read_GB_s, nodes * client),
+        )
+
+    lustre, notes = _calc()
+    assert notes == ""
+    size = lustre["checkpoint_GB"]
+    assert (lustre["checkpoint_write_s"], lustre["checkpoint_load_s"]) == pytest.approx(
+        expected(file_tier.latency_ms, file_tier.write_GB_s, file_tier.read_GB_s, size), rel=1e-12
+    )
+    for kind in ("nfs", "weka", "gpfs"):
+        point, notes = _calc(f"storage.checkpoint_tier.kind={kind}")
+        preset = TIERS[kind]
+        want = expected(preset.latency_ms, preset.write_GB_s, preset.read_GB_s, size)
+        assert (point["checkpoint_write_s"], point["checkpoint_load_s"]) == pytest.approx(
+            want, rel=1e-12
+        )
+        # against the file's lustre tier: the difference is exactly the bandwidths' (and latencies')
+        assert point["checkpoint_write_s"] - lustre["checkpoint_write_s"] == pytest.approx(
+            size / preset.write_GB_s
+            - size / file_tier.write_GB_s
+            + (preset.latency_ms - file_tier.latency_ms) / 1e3,
+            rel=1e-9,
+        )
+        assert notes.strip() == (
+            f"note: storage.checkpoint_tier.kind={kind}: starts from the {kind} preset; "
+            f"dropped the file's write_GB_s={file_tier.write_GB_s:g}, "
+            f"read_GB_s={file_tier.read_GB_s:g}"
+        )
+    nfs = TIERS["nfs"]
+    assert (
+        _calc("storage.checkpoint_tier.kind=nfs")[0]["checkpoint_write_s"]
+        > 10 * (lustre["checkpoint_write_s"])
+    )  # NFS no longer scores like Lustre
+    # the same kind changes nothing
+    assert _calc("storage.checkpoint_tier.kind=lustre") == (lustre, "")
+    # a figure given together with the kind wins over the preset, in either order
+    for pair in (["kind=nfs", "write_GB_s=7"], ["write_GB_s=7", "kind=nfs"]):
+        point, notes = _calc(*(f"storage.checkpoint_tier.{item}" for item in pair))
+        assert point["checkpoint_write_s"] == pytest.approx(nfs.latency_ms / 1e3 + size / 7)
+        assert point["checkpoint_load_s"] == pytest.approx(
+            nfs.latency_ms / 1e3 + size / nfs.read_GB_s
+        )
+        assert "dropped the file's read_GB_s=150" in notes and "write_GB_s" not in notes
+
+
+def test_validate_says_which_figures_a_kind_change_dropped():
+    r = cli_in_process_args("validate", REFERENCE, "--set", "storage.checkpoint_tier.kind=object")
+    assert r.returncode == 0 and r.stdout.startswith("ok:")
+    assert "storage.checkpoint_tier.kind=object: starts from the object preset" in r.stderr
+
+
+def test_a_sweep_of_the_storage_kind_gives_each_kind_its_own_row(tmp_path):
+    r = cli_in_process_args(
+        "run",
+        REFERENCE,
+        "--param",
+        "storage.checkpoint_tier.kind=lustre,nfs,weka",
+        "--replicas",
+        "20",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--json",
+        "--no-figures",
+        "--no-progress",
+    )
+    assert r.returncode == 0, r.stderr
+    for kind in ("nfs", "weka"):
+        assert f"note: storage.checkpoint_tier.kind={kind} (sweep): starts from the {kind}" in (
+            r.stderr
+        )
+    table = one_table(tmp_path)
+    stall = table.groupby("storage.checkpoint_tier.kind")["checkpoint_stall_hours"].mean()
+    assert len(table) == 60 and len(set(stall)) == 3
+    # NFS (5 GB/s) stalls far longer than the file's Lustre (100 GB/s), Weka (200 GB/s) least
+    assert stall["nfs"] > 10 * stall["lustre"] > 10 * stall["weka"]
+    # the run's resolved scenario.yaml loads to the same points
+    (resolved,) = list(tmp_path.rglob("scenario.yaml"))
+    loaded = load_scenario(REFERENCE, params=["storage.checkpoint_tier.kind=lustre,nfs,weka"])
+    again = load_scenario(resolved)
+    assert [p.scenario.storage for p in again.points] == [p.scenario.storage for p in loaded.points]

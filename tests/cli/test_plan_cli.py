@@ -18,9 +18,10 @@ from sim.cli import main
 from tests.conftest import ROOT
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
-# 16 nodes take 17.7 days without failures: 12 nodes (23.6 days) can never meet 18.5 days,
+# 16 nodes take 17.7 days without failures: 8 nodes (35.4 days) can never meet 18.5 days,
 # and without a spare a failed node's 24-48 h repair makes the deadline a coin flip
-VARY = ["--vary", "cluster.nodes=12,16,20", "--vary", "cluster.spare_nodes=0,1,2"]
+# (the batch of 1,024 sequences splits over 64, 128 or 256 GPUs, not over 12 or 20 nodes' GPUs)
+VARY = ["--vary", "cluster.nodes=8,16,32", "--vary", "cluster.spare_nodes=0,1,2"]
 KEYS = ["cluster.nodes", "cluster.spare_nodes"]
 DEADLINE, QUANTILE, FIRST, MOST = 18.5, 0.9, 16, 128
 FAST = ["--workers", "1", "--no-progress"]
@@ -81,7 +82,7 @@ def test_the_chosen_point_is_the_cheapest_feasible_of_the_full_grid(planned, ful
     assert chosen["p_meet"] >= QUANTILE and chosen["p_meet_low"] >= QUANTILE
     assert chosen["objective_ci_low"] <= chosen["objective_mean"] <= chosen["objective_ci_high"]
     text = flat(planned["stdout"])
-    assert "chosen: cluster.nodes=20 cluster.spare_nodes=1" in text
+    assert "chosen: cluster.nodes=32 cluster.spare_nodes=1" in text
     assert "replicas: the search ran" in text and "results:" in text
 
 
@@ -100,7 +101,7 @@ def test_every_evaluated_replica_is_the_full_grids_replica(planned, full_grid):
 def test_clearly_infeasible_points_leave_after_the_first_round(planned):
     doc = planned["doc"]
     chosen = doc["chosen"]
-    never = [c for c in doc["candidates"] if c["cluster.nodes"] == 12]  # ideal 23.6 days
+    never = [c for c in doc["candidates"] if c["cluster.nodes"] == 8]  # ideal 35.4 days
     assert len(never) == 3
     for c in never:
         assert c["status"] == "infeasible" and c["dropped_round"] == 1
@@ -168,7 +169,7 @@ def test_the_pareto_front_holds_no_dominated_point(planned):
 
 def test_an_impossible_deadline_is_said_in_words(capsys, tmp_path):
     args = [
-        "plan", SMALL, *VARY, "--deadline-days", "10", "--replicas-first", "8",
+        "plan", SMALL, *VARY, "--deadline-days", "5", "--replicas-first", "8",
         "--replicas-max", "16", "--out", str(tmp_path), *FAST,
     ]  # fmt: skip
     code, out, err = trainsim(capsys, *args, "--json")
@@ -231,7 +232,7 @@ def test_a_plan_run_directory_does_not_resume(capsys, planned, tmp_path):
 def test_the_library_call_keeps_the_rows_in_memory_without_out(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = planner.plan(
-        SMALL, 10.0, vary=VARY[1::2], replicas_first=4, replicas_max=4, workers=1, progress=False
+        SMALL, 5.0, vary=VARY[1::2], replicas_first=4, replicas_max=4, workers=1, progress=False
     )
     assert result.run_dir is None and result.chosen is None
     assert len(result.table) == 9 * 4 == result.doc["replicas_spent"]

@@ -15,7 +15,8 @@ import pytest
 
 from sim.engine import Failure, build_plan, simulate, simulate_replica
 from sim.engine.cluster import Cluster
-from tests.conftest import identity_error, tiny
+from sim.scenario import ScenarioError, load_document
+from tests.conftest import TINY, identity_error, merge, tiny
 
 NODE_NEVER = [
     {"name": "node", "scope": "node", "mtbf_hours": 1e15, "detect_minutes": 1, "repair_hours": 1}
@@ -53,16 +54,26 @@ def repair(**keys):
     return {"auto_minutes": 1, "escalate_prob": 0.0, "auto_false_fix_prob": 0.0, **keys}
 
 
-@pytest.mark.parametrize(("false_fix", "faulty"), [(1.0, True), (0.0, False)])
-def test_a_false_fix_returns_the_same_node_still_faulty(false_fix, faulty):
+def lasting(fault_prob: float) -> list[dict]:
+    """NODE_NEVER whose failures come from a lasting fault with probability `fault_prob`."""
+    return [dict(NODE_NEVER[0], fault_prob=fault_prob)]
+
+
+@pytest.mark.parametrize(
+    ("fault_prob", "false_fix", "faulty"),
+    [(1.0, 1.0, True), (1.0, 0.0, False), (0.0, 1.0, False), (0.0, 0.0, False)],
+)
+def test_a_false_fix_returns_the_same_node_with_the_fault_it_had(fault_prob, false_fix, faulty):
+    # a false fix keeps a lasting fault; a node whose failure was transient (fault_prob 0)
+    # comes back healthy whatever the repair's outcome (it used to come back faulty)
     r, cluster = run(
         [node_failure(250.0)],
-        failures=NODE_NEVER,
+        failures=lasting(fault_prob),
         cluster={"spare_nodes": 1},
         repair=repair(auto_false_fix_prob=false_fix),
     )
     # node 0 failed in slot 0; spare node 2 took its place; node 0 came back to the spares
-    assert cluster.slot_node.tolist() == [2, 1] and cluster.warm == [0]
+    assert cluster.slot_node.tolist() == [2, 1] and list(cluster.warm) == [0]
     assert bool(cluster.faulty[0]) is faulty and not cluster.lemon.any()
     assert r.nodes_replaced == 1 and r.failures == 1
 
@@ -94,7 +105,7 @@ def test_a_retired_node_never_returns_and_the_guard_keeps_the_job_whole():
     )
     # fleet of 4 for a job of 2: two retire; the third would leave fewer than the job needs
     assert r.nodes_retired == 2 and cluster.retired == 2
-    retired = {0, 3}  # slot 0 held node 0, then spare 3, then spare 2
+    retired = {0, 2}  # slot 0 held node 0, then spare 2 (the oldest), then spare 3
     assert not retired & set(cluster.slot_node.tolist()) and not retired & set(cluster.warm)
     assert cluster.in_repair + len(cluster.warm) + cluster.active == 2
     assert r.finished
@@ -140,7 +151,7 @@ def test_a_repaired_pool_node_goes_back_to_its_pool_and_an_owned_node_to_the_spa
     )
     assert r.nodes_from_pool == 1
     assert cluster.slot_node.tolist() == [0, 1] and list(cluster.cold) == [2]
-    assert cluster.warm == []
+    assert not cluster.warm
 
 
 def test_a_maintenance_window_adds_its_duration_and_a_restart():
@@ -152,16 +163,18 @@ def test_a_maintenance_window_adds_its_duration_and_a_restart():
     assert r.lost_work_hours == 0 and r.restarts == 1
 
 
-def test_a_misdiagnosis_sends_a_healthy_node_and_keeps_the_faulty_one():
+@pytest.mark.parametrize("fault_prob", [1.0, 0.0])
+def test_a_misdiagnosis_sends_a_healthy_node_and_keeps_the_faulty_one(fault_prob):
     r, cluster = run(
         [node_failure(250.0)],
-        failures=NODE_NEVER,
+        failures=lasting(fault_prob),
         cluster={"spare_nodes": 1},
         repair=repair(misdiagnosis_prob=0.999),
     )
-    # node 0 failed in slot 0, but node 1 (slot 1) was sent to repair; node 0 stays, faulty
-    assert cluster.slot_node.tolist() == [0, 2] and cluster.warm == [1]
-    assert bool(cluster.faulty[0]) and not cluster.faulty[1]
+    # node 0 failed in slot 0, but node 1 (slot 1) was sent to repair; node 0 stays, with
+    # its lasting fault if the failure came from one
+    assert cluster.slot_node.tolist() == [0, 2] and list(cluster.warm) == [1]
+    assert bool(cluster.faulty[0]) is (fault_prob == 1.0) and not cluster.faulty[1]
 
 
 def test_technicians_queue_manual_repairs():
@@ -242,3 +255,97 @@ def test_without_a_check_the_same_nodes_fail():
     r, _ = run(failures=[wears_out], cluster={"spare_nodes": 10},
                recovery={"restart_minutes": 0.1})  # fmt: skip
     assert r.failures >= 1 and r.lost_work_hours > 0 and r.nodes_drained == 0
+
+
+# Two node classes for the spare-order cases: `bad` (never strikes by itself) leaves a
+# lasting fault, `wear` (a Weibull of shape 100: lifetimes within ~1% of the mean) leaves
+# none. A healthy node wears out after ~1,000 h, a faulty one (1,000x) after ~3,600 s.
+SPARE_ORDER_CLASSES = [
+    dict(NODE_NEVER[0], name="bad", fault_prob=1.0),
+    dict(NEAR_DETERMINISTIC[0], name="wear", mtbf_hours=1000.0, repair_hours=1.0),
+]
+
+
+def test_spare_order_decides_whether_a_falsely_fixed_node_goes_back_in_first():
+    # 10,000 steps (11,000 s with the checkpoints); spares 2 and 3; every repair is a quick
+    # false fix. At 250 s `bad` strikes node 0: it leaves at 310 s with a lasting fault, a
+    # spare takes slot 0 (oldest: 2, newest: 3), node 0 is back within seconds, the newest
+    # spare. At 2,000 s `wear` strikes node 1 (a transient fault): at 2,060 s slot 1 gets
+    # the oldest spare (3, healthy) or the newest (node 0, faulty). Node 0 wears out ~3,600 s
+    # later, long before the end; healthy nodes never do. So newest has exactly one failure
+    # more, of a faulty node, and one more recovery: detection 60 s + restart 605 s + the
+    # work since the last checkpoint (at most 110 s).
+    injected = [
+        Failure(0, "bad", 250.0, (0,), 60.0, True, 3600.0, scope="node"),
+        Failure(1, "wear", 2000.0, (1,), 60.0, True, 3600.0, scope="node"),
+    ]
+    records = {}
+    for order in ("oldest", "newest"):
+        records[order] = r, cluster = run(
+            injected,
+            model={"tokens": 1.0e7},
+            failures=SPARE_ORDER_CLASSES,
+            cluster={"spare_nodes": 2, "lemon_rate_multiplier": 1000, "spare_order": order},
+            repair=repair(auto_minutes=0.01, auto_false_fix_prob=1.0),
+        )
+        assert r.finished
+    (oldest, first), (newest, last) = records["oldest"], records["newest"]
+    assert (oldest.failures, oldest.failures_lemon, oldest.nodes_replaced) == (2, 0, 2)
+    assert first.slot_node.tolist() == [2, 3] and list(first.warm) == [0, 1]
+    assert (newest.failures, newest.failures_lemon, newest.nodes_replaced) == (3, 1, 3)
+    assert newest.failures_by_class == {"bad": 1, "wear": 2}
+    # node 0 left slot 1 for repair again; node 1 (healthy, back from its repair) took it
+    assert last.slot_node.tolist() == [3, 1] and list(last.warm) == [2, 0]
+    assert bool(last.faulty[0]) and not last.faulty[[1, 2, 3]].any()
+    for r, failures in ((oldest, 2), (newest, 3)):
+        assert r.wall_hours * 3600 == pytest.approx(
+            11000.0 + failures * RECOVERY_S + r.lost_work_hours * 3600
+        )
+    lost_s = (newest.lost_work_hours - oldest.lost_work_hours) * 3600
+    assert 0 < lost_s <= 110.0
+    assert (newest.wall_hours - oldest.wall_hours) * 3600 == pytest.approx(RECOVERY_S + lost_s)
+
+
+def test_random_spare_order_draws_a_spare():
+    # spares 2 and 3: a failure of node 0 takes one of them, drawn from its own stream
+    taken = set()
+    for seed in range(8):
+        with clusters() as made:
+            simulate_replica(
+                build_plan(tiny(failures=NODE_NEVER,
+                                cluster={"spare_nodes": 2, "spare_order": "random"})),
+                0, seed, injected=[node_failure(250.0)],
+            )  # fmt: skip
+        taken.add(int(made[0].slot_node[0]))
+    assert taken == {2, 3}
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        # a cable's or the job's failure is no node's fault: nothing to keep
+        ({"failures": [{"name": "c", "scope": "link", "mtbf_hours": 5, "fault_prob": 0.1}]},
+         "failures.0.fault_prob"),
+        ({"failures": [{"name": "n", "scope": "node", "mtbf_hours": 5, "fault_prob": 0.1,
+                        "node_attributable": False}]},
+         "failures.0.fault_prob"),
+        ({"failures": [{"name": "g", "scope": "gpu", "mtbf_hours": 5, "fault_prob": 1.5}]},
+         "failures.0.fault_prob"),
+        ({"cluster": {"spare_order": "lifo"}}, "cluster.spare_order"),
+    ],
+)  # fmt: skip
+def test_fault_prob_and_spare_order_are_refused_with_their_key_path(change, path):
+    with pytest.raises(ScenarioError) as info:
+        load_document(merge(TINY, change), "x.yaml")
+    assert info.value.path == path
+
+
+def test_fault_prob_makes_faults_matter():
+    node = dict(NODE_NEVER[0], fault_prob=0.1)
+    assert build_plan(tiny(failures=[node])).faults_matter
+    assert not build_plan(tiny(failures=[node], cluster={"lemon_rate_multiplier": 1})).faults_matter
+    # false fixes and misdiagnoses alone make no lasting fault
+    assert not build_plan(
+        tiny(failures=NODE_NEVER, repair=repair(auto_false_fix_prob=1.0, misdiagnosis_prob=0.5))
+    ).faults_matter
+    assert build_plan(tiny(failures=NODE_NEVER, cluster={"lemon_fraction": 0.5})).faults_matter

@@ -85,6 +85,8 @@ def tiny_scenarios(draw, operations: bool = False) -> dict:
     for c in classes:
         if c["scope"] in ("gpu", "node"):
             c["while_idle"] = draw(st.booleans())
+            c["fault_prob"] = draw(st.sampled_from([0.0, 0.5, 1.0]))
+    changes["cluster"]["spare_order"] = draw(st.sampled_from(["oldest", "newest", "random"]))
     if draw(st.booleans()):
         changes["repair"] = {
             "auto_minutes": draw(st.floats(0.5, 60.0)),
@@ -92,6 +94,8 @@ def tiny_scenarios(draw, operations: bool = False) -> dict:
             "manual_hours": draw(st.floats(0.1, 3.0)),
             "technicians": draw(st.sampled_from([None, 1, 2])),
             "misdiagnosis_prob": draw(st.sampled_from([0.0, 0.3])),
+            "auto_false_fix_prob": draw(st.sampled_from([0.0, 0.4, 1.0])),
+            "manual_false_fix_prob": draw(st.sampled_from([0.0, 0.2, 1.0])),
             "retire_after_failures": draw(st.sampled_from([None, 1, 2])),
             "retire_window_days": 1,
         }
@@ -220,6 +224,38 @@ def test_the_timeline_agrees_with_the_record_with_operations(changes, replica, s
     recount = Counter(f.name for f in struck)
     assert r.failures_by_class == {fc.name: recount[fc.name] for fc in plan.failure_classes}
     assert_detections_explained(r, plan, struck)
+
+
+def same_records(a, b) -> bool:
+    """Two records equal column by column (NaN equal to NaN)."""
+    return all(
+        x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
+        for x, y in zip(a.row().values(), b.row().values(), strict=True)
+    )
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    changes=tiny_scenarios(operations=True),
+    false_fixes=st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_without_lasting_faults_false_fixes_change_nothing(changes, false_fixes, seed):
+    # no lemons and no failure that leaves a lasting fault: a false fix finds nothing to
+    # keep, so the false-fix probabilities change no column of any replica
+    changes["cluster"]["lemon_fraction"] = 0.0
+    for c in changes["failures"]:
+        c.pop("fault_prob", None)
+    auto, manual = false_fixes
+    records = []
+    for fixes in ((0.0, 0.0), (auto, manual)):
+        changes["repair"] = {
+            **changes.get("repair", {}),
+            "auto_false_fix_prob": fixes[0],
+            "manual_false_fix_prob": fixes[1],
+        }
+        records.append(simulate_replica(tiny_plan(changes), 0, seed))
+    assert same_records(*records)
 
 
 # --------------------------------------------------------------------------- exact cases

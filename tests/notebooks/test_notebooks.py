@@ -23,6 +23,7 @@ FIGURES = {
     "checkpoint_intervals.ipynb": 2,
     "fabric.ipynb": 3,
     "operations.ipynb": 4,
+    "sizing.ipynb": 1,
     "storage.ipynb": 1,
 }
 

@@ -6,7 +6,8 @@ import pytest
 
 from sim import network, perf
 from sim.hardware import GPUS
-from sim.scenario import NetworkConfig, load_scenario
+from sim.scenario import load_scenario
+from sim.schema import NetworkConfig
 from tests.conftest import ROOT
 
 H100 = GPUS["H100-SXM"]

@@ -5,13 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sim.scenario import (
-    MAX_FILE_BYTES,
-    MAX_SEED,
-    ScenarioError,
-    load_document,
-    load_scenario,
-)
+from sim.hardware import TIERS
+from sim.scenario import MAX_FILE_BYTES, ScenarioError, dump_resolved, load_document, load_scenario
+from sim.schema import MAX_SEED
 from tests.conftest import ROOT, TINY, merge
 
 
@@ -458,3 +454,200 @@ def test_a_utf8_bom_and_yaml_merge_keys_still_load(tmp_path):
         load_scenario(write(tmp_path, merged))
     assert info.value.path == "defaults"
     assert load_document(doc).base.recovery.rescale_minutes == 3
+
+
+# --------------------------------------------------------------------------- storage tier kinds
+
+
+def tier_figures(tier) -> dict:
+    return {k: getattr(tier, k) for k in ("write_GB_s", "read_GB_s", "capacity_TB", "latency_ms")}
+
+
+def preset_figures(kind: str) -> dict:
+    return {
+        k: getattr(TIERS[kind], k) for k in ("write_GB_s", "read_GB_s", "capacity_TB", "latency_ms")
+    }
+
+
+def round_trip(loaded):
+    return load_document(yaml.safe_load(dump_resolved(loaded)), "resolved.yaml")
+
+
+def test_set_kind_starts_the_tier_from_the_new_preset_and_says_what_it_dropped():
+    # TINY states all four figures for its lustre tier: nfs must not inherit them
+    loaded = load_document(TINY, overrides=["storage.checkpoint_tier.kind=nfs"])
+    tier = loaded.base.storage.checkpoint_tier
+    assert tier.kind == "nfs" and tier_figures(tier) == preset_figures("nfs")
+    assert loaded.notes == [
+        "storage.checkpoint_tier.kind=nfs: starts from the nfs preset; dropped the file's "
+        "write_GB_s=1, read_GB_s=2, capacity_TB=1, latency_ms=0"
+    ]
+    # the resolved document is the run: the figures are gone from it, nothing is dropped again
+    assert loaded.resolved["storage"]["checkpoint_tier"] == {"kind": "nfs"}
+    again = round_trip(loaded)
+    assert again.base == loaded.base and again.notes == []
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_figures_the_command_sets_win_over_the_new_preset(order):
+    overrides = ["storage.checkpoint_tier.kind=weka", "storage.checkpoint_tier.write_GB_s=7"]
+    loaded = load_document(TINY, overrides=overrides[::order])
+    tier = loaded.base.storage.checkpoint_tier
+    assert tier_figures(tier) == {**preset_figures("weka"), "write_GB_s": 7}
+    (note,) = loaded.notes
+    assert "write_GB_s" not in note and "read_GB_s=2, capacity_TB=1, latency_ms=0" in note
+    assert round_trip(loaded).base == loaded.base
+
+
+def test_the_same_kind_or_no_kind_change_keeps_the_files_figures():
+    for overrides in (["storage.checkpoint_tier.kind=lustre"], ["storage.client_GB_s_per_node=9"]):
+        loaded = load_document(TINY, overrides=overrides)
+        assert tier_figures(loaded.base.storage.checkpoint_tier) == {
+            "write_GB_s": 1,
+            "read_GB_s": 2,
+            "capacity_TB": 1,
+            "latency_ms": 0,
+        }
+        assert loaded.notes == []
+    # a file that names no kind has the default one (lustre): lustre is no change either
+    doc = merge(TINY, {})
+    del doc["storage"]["checkpoint_tier"]["kind"]
+    assert load_document(doc, overrides=["storage.checkpoint_tier.kind=lustre"]).notes == []
+    assert load_document(doc, overrides=["storage.checkpoint_tier.kind=gpfs"]).notes != []
+
+
+def test_a_swept_kind_starts_each_point_from_its_preset():
+    loaded = load_document(TINY, params=["storage.checkpoint_tier.kind=lustre,nfs,weka"])
+    tiers = [p.scenario.storage.checkpoint_tier for p in loaded.points]
+    assert tier_figures(tiers[0]) == tier_figures(load_document(TINY).base.storage.checkpoint_tier)
+    assert tier_figures(tiers[1]) == preset_figures("nfs")
+    assert tier_figures(tiers[2]) == preset_figures("weka")
+    assert loaded.notes == [
+        f"storage.checkpoint_tier.kind={kind} (sweep): starts from the {kind} preset; "
+        "dropped the file's write_GB_s=1, read_GB_s=2, capacity_TB=1, latency_ms=0"
+        for kind in ("nfs", "weka")
+    ]
+    # the file's figures stay in the resolved document (the lustre point needs them), and
+    # loading it again applies the same rule: the same points
+    assert loaded.resolved["storage"]["checkpoint_tier"]["write_GB_s"] == 1
+    again = round_trip(loaded)
+    assert [p.scenario for p in again.points] == [p.scenario for p in loaded.points]
+    assert again.notes == loaded.notes
+
+
+def test_a_files_own_sweep_of_kind_and_figures_the_point_sets():
+    doc = merge(
+        TINY,
+        {
+            "sweep": {
+                "storage.checkpoint_tier.kind": ["nfs", "object"],
+                "storage.checkpoint_tier.read_GB_s": [3, 4],
+            }
+        },
+    )
+    loaded = load_document(doc)
+    for point in loaded.points:
+        tier = point.scenario.storage.checkpoint_tier
+        kind, read = point.params.values()
+        assert tier_figures(tier) == {**preset_figures(kind), "read_GB_s": read}
+    assert all("read_GB_s" not in note for note in loaded.notes)
+
+
+def test_a_figure_set_with_a_swept_kind_holds_at_every_point_and_in_the_resolved_document():
+    loaded = load_document(
+        TINY,
+        overrides=["storage.checkpoint_tier.write_GB_s=7"],
+        params=["storage.checkpoint_tier.kind=lustre,nfs"],
+    )
+    assert [p.scenario.storage.checkpoint_tier.write_GB_s for p in loaded.points] == [7, 7]
+    assert loaded.points[1].scenario.storage.checkpoint_tier.read_GB_s == TIERS["nfs"].read_GB_s
+    assert loaded.points[0].scenario.storage.checkpoint_tier.read_GB_s == 2  # the file's lustre
+    assert loaded.resolved["sweep"]["storage.checkpoint_tier.write_GB_s"] == [7]
+    assert loaded.notes[0] == (
+        "storage.checkpoint_tier.write_GB_s=7 (--set) holds at every point of the "
+        "storage.checkpoint_tier.kind sweep: it is swept with this one value"
+    )
+    again = round_trip(loaded)
+    assert [p.scenario for p in again.points] == [p.scenario for p in loaded.points]
+    assert [p.params for p in again.points] == [p.params for p in loaded.points]
+
+
+def test_a_set_kind_and_a_swept_kind_resolve_from_the_set_one():
+    # --set changes the base (the file's figures go); the sweep then starts from that base
+    loaded = load_document(
+        TINY,
+        overrides=["storage.checkpoint_tier.kind=nfs"],
+        params=["storage.checkpoint_tier.kind=lustre,weka"],
+    )
+    tiers = [p.scenario.storage.checkpoint_tier for p in loaded.points]
+    assert [tier_figures(t) for t in tiers] == [preset_figures("lustre"), preset_figures("weka")]
+    again = round_trip(loaded)
+    assert [p.scenario for p in again.points] == [p.scenario for p in loaded.points]
+
+
+def test_the_backup_tier_kind_starts_from_its_preset_too():
+    doc = merge(
+        TINY,
+        {"storage": {"backup": {"write_GB_s": 1.5, "read_GB_s": 2.5, "latency_ms": 9, "every": 3}}},
+    )
+    assert load_document(doc).base.storage.backup.kind == "object"  # the default kind
+    loaded = load_document(doc, overrides=["storage.backup.kind=gpfs"])
+    backup = loaded.base.storage.backup
+    assert tier_figures(backup) == preset_figures("gpfs") and backup.every == 3
+    assert loaded.notes == [
+        "storage.backup.kind=gpfs: starts from the gpfs preset; dropped the file's "
+        "write_GB_s=1.5, read_GB_s=2.5, latency_ms=9"
+    ]
+    swept = load_document(doc, params=["storage.backup.kind=object,nfs"])
+    assert swept.points[0].scenario.storage.backup.write_GB_s == 1.5
+    assert tier_figures(swept.points[1].scenario.storage.backup) == preset_figures("nfs")
+
+
+def test_lustre_osts_go_with_the_lustre_kind():
+    doc = merge(TINY, {})
+    doc["storage"]["checkpoint_tier"] = {
+        "kind": "lustre",
+        "osts": 4,
+        "ost_GB_s": 2,
+        "capacity_TB": 1,
+    }
+    assert load_document(doc).base.storage.checkpoint_tier.write_GB_s == 8
+    loaded = load_document(doc, overrides=["storage.checkpoint_tier.kind=gpfs"])
+    tier = loaded.base.storage.checkpoint_tier
+    assert tier_figures(tier) == preset_figures("gpfs") and tier.osts is None
+    assert "osts=4, ost_GB_s=2" in loaded.notes[0]
+
+
+def test_a_whole_tier_given_anew_drops_nothing_more():
+    loaded = load_document(TINY, overrides=["storage.checkpoint_tier={kind: nfs, write_GB_s: 3}"])
+    assert tier_figures(loaded.base.storage.checkpoint_tier) == {
+        **preset_figures("nfs"),
+        "write_GB_s": 3,
+    }
+    assert loaded.notes == []
+
+
+def test_a_preset_too_small_for_keep_last_is_refused_with_the_key_path():
+    doc = merge(
+        TINY,
+        {
+            "checkpoint": {"state_bytes_per_param": 1000, "keep_last": 600},  # 600 TB kept
+            "storage": {"checkpoint_tier": {"capacity_TB": 1000}},
+        },
+    )
+    assert load_document(doc).base.storage.checkpoint_tier.capacity_TB == 1000
+    assert TIERS["nfs"].capacity_TB < 600
+    err = error_of(doc, overrides=["storage.checkpoint_tier.kind=nfs"])
+    assert err.path == "storage.checkpoint_tier.capacity_TB" and "keep_last" in err.message
+    try:  # a sweep point: refused, or (where sweeps keep such points) marked infeasible
+        swept = load_document(doc, params=["storage.checkpoint_tier.kind=lustre,nfs"])
+    except ScenarioError as err:
+        assert err.path == "storage.checkpoint_tier.capacity_TB" and "sweep point" in err.message
+    else:
+        assert "storage.checkpoint_tier.capacity_TB" in (swept.points[1].infeasible or "")
+    # the file's capacity, given again on the command line, wins
+    ok = load_document(
+        doc,
+        overrides=["storage.checkpoint_tier.kind=nfs", "storage.checkpoint_tier.capacity_TB=1000"],
+    )
+    assert ok.base.storage.checkpoint_tier.capacity_TB == 1000

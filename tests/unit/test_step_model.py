@@ -1,0 +1,353 @@
+"""The built-up step model: the bubble and exposure formulas on hand-computed cases, the
+calibration of `performance.mfu` at the scenario's own configuration (exact for every
+shipped scenario), MFU that falls as a fixed batch spreads over more GPUs, the fixed and
+abstract cases that keep today's proportional rule, `performance.mfu_at` through a run's
+resolved scenario.yaml, the elastic shrink's step times, and the GPU memory formula."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim import network, perf
+from sim.api import run_scenario
+from sim.engine.plan import build_plan
+from sim.scenario import ScenarioError, dump_resolved, load_document, load_scenario, parse_yaml
+from sim.sizing import sizing_table
+from tests.conftest import ROOT, TINY, merge
+
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+REFERENCE = ROOT / "scenarios/llama70b-1k.yaml"
+SIZES = [32, 64, 96, 128, 192, 256]
+
+
+def stated_step_s(s) -> float:
+    return perf.model_flops_per_gpu_step(s) / (
+        s.cluster.gpu_spec.peak_tflops * 1e12 * s.performance.mfu
+    )
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def test_pipeline_bubble_is_p_minus_1_over_v_times_m():
+    assert perf.bubble_share(4, 1, 32) == 3 / 32
+    assert perf.bubble_share(4, 2, 32) == 3 / 64  # interleaved: v model chunks per stage
+    assert perf.bubble_share(16, 4, 16) == 15 / 64
+    assert perf.bubble_share(8, 1, 34.5) == 7 / 34.5  # a shrunk replica's average share
+    assert perf.bubble_share(1, 1, 8) == 0.0  # no pipeline
+    assert perf.bubble_share(4, 1, None) == 0.0  # an abstract job without microbatches
+
+
+def test_step_composes_compute_tensor_parallel_bubble_and_exposed_allreduce():
+    parts = perf.StepParts(
+        model_flops=6e12,
+        compute_flops=6e12,
+        peak_flops=2e12,
+        tensor_parallel_s=0.5,
+        bubble_share=0.25,
+        data_parallel_s=1.0,
+        overlap=0.75,
+        collective="ring",
+    )
+    assert perf.exposed_data_parallel_s(1.0, 0.75) == 0.25
+    b = perf.compose_step(parts, 0.5)
+    # compute 6e12 / (2e12 * 0.5) = 6; (6 + 0.5) * 1.25 = 8.125; + 0.25 exposed = 8.375
+    assert (b.compute_s, b.tensor_parallel_s, b.bubble_s) == (6.0, 0.5, 1.625)
+    assert (b.data_parallel_s, b.exposed_data_parallel_s, b.step_s) == (1.0, 0.25, 8.375)
+    assert b.mfu == 6e12 / (2e12 * 8.375)
+    # full recomputation executes the forward twice: more compute, the same model FLOPs
+    redone = perf.compose_step(perf.StepParts(6e12, 8e12, 2e12, 0.5, 0.25, 1.0, 0.75, "ring"), 0.5)
+    assert redone.compute_s == 8.0 and redone.mfu == 6e12 / (2e12 * redone.step_s)
+
+
+def tiny_with_sequences(**changes) -> dict:
+    """The tiny scenario as a job with sequences: 1,000 tokens of 10 = 100 sequences per step,
+    pipeline 2 on 2 nodes of 2 GPUs: 2 data-parallel replicas of 50 microbatches."""
+    doc = merge(
+        TINY,
+        {
+            "model": {"seq_len": 10, "layers": 4, "hidden": 256, "flops_per_token": 6.0e9},
+            "parallelism": {"pipeline": 2},
+            "performance": {"mfu": 0.25},
+        },
+    )
+    return merge(doc, changes)
+
+
+def test_microbatches_bubble_and_allreduce_of_a_tiny_job_by_hand():
+    s = load_document(tiny_with_sequences(), "tiny").base
+    assert perf.sequences_per_step(s) == 100.0
+    assert perf.microbatches(s) == 50.0
+    assert perf.microbatches(s, replicas=1) == 100.0
+    parts = perf.step_parts(s)
+    assert parts.bubble_share == 1 / 50
+    assert parts.tensor_parallel_s == 0.0
+    # the DP group: ranks 0 and 2, one per node; 2 bytes per parameter of the half it holds
+    ring = network.collective(
+        "all_reduce", 1e9, network.Group(2, 1), s.network, s.cluster.gpu_spec, 2, "ring"
+    )
+    assert parts.data_parallel_s == pytest.approx(ring.seconds, rel=1e-12)
+    cal = perf.calibration(s)
+    assert cal is not None and cal.at_reference
+    step = 6e9 * 1000 / 4 / (2e12 * 0.25)  # 3 s
+    compute = (step - 0.2 * ring.seconds) / (1 + 1 / 50)
+    assert cal.compute_efficiency == pytest.approx(6e9 * 1000 / 4 / 2e12 / compute, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_the_calibrated_point_gives_the_files_mfu_exactly(path):
+    loaded = load_scenario(path)
+    for point in loaded.points:
+        s = point.scenario
+        if s.performance.mfu is None:
+            assert perf.model_scaling(s) == "compute_efficiency"
+            continue
+        assert perf.model_scaling(s) == "model"
+        assert perf.step_time_s(s) == stated_step_s(s)
+        assert perf.mfu(s) == s.performance.mfu
+        cal = perf.calibration(s)
+        assert cal.at_reference and cal.mfu_at == {} and 0 < cal.compute_efficiency <= 1
+        # the built-up model at the calibrated efficiency is the same step to float precision
+        built = perf.compose_step(perf.step_parts(s), cal.compute_efficiency)
+        assert built.step_s == pytest.approx(stated_step_s(s), rel=1e-12)
+        breakdown = perf.step_breakdown(s)
+        assert breakdown.step_s == stated_step_s(s) and breakdown.mfu == s.performance.mfu
+        parts = (
+            breakdown.compute_s
+            + breakdown.tensor_parallel_s
+            + breakdown.bubble_s
+            + breakdown.exposed_data_parallel_s
+        )
+        assert parts == pytest.approx(breakdown.step_s, rel=1e-12)
+
+
+def test_llama70b_mfu_falls_with_the_cluster_size():
+    rows = {r.nodes: r for r in sizing_table(REFERENCE, SIZES)}
+    # 1,024 sequences do not split over 24 or 48 data-parallel replicas
+    for n in (96, 192):
+        assert rows[n].mfu is None
+        assert rows[n].infeasible.startswith("model.global_batch_tokens: the batch of 1,024")
+    feasible = [rows[n] for n in SIZES if rows[n].infeasible is None]
+    assert [r.nodes for r in feasible] == [32, 64, 128, 256]
+    assert [r.microbatches for r in feasible] == [128.0, 64.0, 32.0, 16.0]
+    mfus = [r.mfu for r in feasible]
+    assert all(a > b for a, b in zip(mfus, mfus[1:])), mfus
+    assert rows[128].mfu == 0.45 and rows[128].speedup_vs_linear == 1.0
+    # time to train is not proportional to 1/nodes: node-days grow with the size
+    node_days = [r.ideal_days * r.nodes for r in feasible]
+    assert all(a < b for a, b in zip(node_days, node_days[1:])), node_days
+    assert rows[256].speedup_vs_linear < 1 < rows[32].speedup_vs_linear
+    # the step is the same model at every size: 256 nodes is the calibrated model, not 0.45
+    s = load_scenario(REFERENCE, ["cluster.nodes=256"]).base
+    cal = perf.calibration(s)
+    assert not cal.at_reference and cal.mfu_at == {"cluster.nodes": 128}
+    built = perf.compose_step(perf.step_parts(s), cal.compute_efficiency)
+    assert perf.step_time_s(s) == built.step_s == rows[256].step_s
+
+
+def test_fixed_scaling_keeps_todays_numbers():
+    at_128 = load_scenario(REFERENCE, ["performance.mfu_scaling=fixed"]).base
+    for nodes in (64, 256):
+        s = load_scenario(
+            REFERENCE, ["performance.mfu_scaling=fixed", f"cluster.nodes={nodes}"]
+        ).base
+        assert perf.model_scaling(s) == "fixed" and perf.calibration(s) is None
+        assert perf.mfu(s) == 0.45
+        assert perf.step_time_s(s) == stated_step_s(s)
+        assert perf.step_time_s(s) == pytest.approx(
+            perf.step_time_s(at_128) * 128 / nodes, rel=1e-12
+        )
+        assert build_plan(s).step_s_by_replicas == ()
+
+
+def test_an_abstract_job_keeps_a_fixed_mfu():
+    """No model.seq_len: no sequences to split, the MFU stays what the file says."""
+    one = load_document(TINY, "tiny").base
+    two = load_document(TINY, "tiny", ["cluster.nodes=4"]).base
+    assert perf.model_scaling(two) == "abstract" and perf.calibration(two) is None
+    assert perf.step_time_s(one) == 1.0 and perf.step_time_s(two) == 0.5
+    assert perf.mfu(two) == 0.75
+    assert perf.configuration_problem(two) is None
+
+
+def test_mfu_at_round_trips_through_a_runs_resolved_scenario(tmp_path):
+    outcome = run_scenario(
+        REFERENCE,
+        overrides=["cluster.nodes=256"],
+        replicas=2,
+        workers=1,
+        out=tmp_path,
+        progress=False,
+        figures=False,
+    )
+    written = outcome.run_dir / "scenario.yaml"
+    resolved = parse_yaml(written.read_text())
+    assert resolved["cluster"]["nodes"] == 256
+    assert resolved["performance"]["mfu_at"] == {"cluster.nodes": 128}
+    again = load_scenario(written).base
+    assert perf.step_time_s(again) == perf.step_time_s(outcome.scenario_set.base)
+    assert perf.mfu(again) == perf.mfu(outcome.scenario_set.base) < 0.45
+    # keys the step does not depend on are not recorded
+    spares = load_scenario(REFERENCE, ["cluster.spare_nodes=2", "model.tokens=1e12"])
+    assert "mfu_at" not in spares.resolved["performance"]
+    # loading the resolved file with its own nodes set again changes nothing
+    assert dump_resolved(load_scenario(written, ["cluster.nodes=256"])) == dump_resolved(
+        load_scenario(written)
+    )
+
+
+def test_mfu_at_given_by_the_user_is_kept():
+    """Measured on 64 nodes ("our 0.45 was ..."): the 128-node file runs below it, 64 at it."""
+    doc = parse_yaml(REFERENCE.read_text())
+    doc["performance"]["mfu_at"] = {"cluster.nodes": 64}
+    at_128 = load_document(doc, "measured-at-64").base
+    assert perf.mfu(at_128) < 0.45
+    assert not perf.calibration(at_128).at_reference
+    moved = load_document(doc, "measured-at-64", ["cluster.nodes=64"])
+    assert moved.resolved["performance"]["mfu_at"] == {"cluster.nodes": 64}  # theirs stays
+    assert perf.mfu(moved.base) == 0.45 and perf.calibration(moved.base).at_reference
+    assert perf.step_time_s(moved.base) == stated_step_s(moved.base)
+
+
+def test_a_sweep_calibrates_at_the_files_own_configuration():
+    doc = parse_yaml(REFERENCE.read_text())
+    doc["sweep"] = {"cluster.nodes": [64, 128, 256]}
+    loaded = load_document(doc, "swept")
+    assert "mfu_at" not in loaded.resolved["performance"]  # the sweep is kept, not baked in
+    mfus = [perf.mfu(p.scenario) for p in loaded.points]
+    assert mfus[1] == 0.45 and mfus[0] > 0.45 > mfus[2]
+    assert [p.scenario.performance.mfu_at for p in loaded.points] == [
+        {"cluster.nodes": 128},
+        {},
+        {"cluster.nodes": 128},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mfu_at", "path"),
+    [
+        ({"cluster.nodez": 64}, "performance.mfu_at.cluster.nodez"),
+        ({"checkpoint.interval_steps": 10}, "performance.mfu_at.checkpoint.interval_steps"),
+        ({"cluster.nodes": "many"}, "performance.mfu_at"),
+        ({"cluster.nodes": 96}, "performance.mfu_at"),  # a batch that does not split there
+    ],
+)
+def test_mfu_at_names_configuration_keys_of_the_schema(mfu_at, path):
+    doc = parse_yaml(REFERENCE.read_text())
+    doc["performance"]["mfu_at"] = mfu_at
+    with pytest.raises(ScenarioError) as err:
+        load_document(doc, "bad")
+    assert err.value.path == path
+
+
+def test_an_mfu_no_efficiency_reaches_is_refused():
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(REFERENCE, ["performance.mfu=0.95"])
+    assert err.value.path == "performance.mfu"
+    assert "mfu 0.95" in err.value.message and "compute efficiency of 2.31" in err.value.message
+
+
+# --------------------------------------------------------------------------- elastic shrink
+
+
+def test_elastic_shrink_step_times_follow_the_model():
+    s = load_scenario(REFERENCE, ["recovery.policy=elastic"]).base
+    plan = build_plan(s)
+    cal = perf.calibration(s)
+    assert plan.elastic_min_replicas == 24 and plan.full_replicas == 32
+    table = plan.step_s_by_replicas
+    assert len(table) == 9 and table[-1] == plan.step_s == stated_step_s(s)
+    for replicas in range(24, 32):
+        parts = perf.step_parts(s, replicas)
+        # 1,024 sequences over 30 replicas: 34.13 microbatches on average, in the bubble
+        assert parts.bubble_share == 3 / (1024 / replicas)
+        assert parts.model_flops == pytest.approx(perf.model_flops_per_gpu_step(s) * 32 / replicas)
+        step = perf.compose_step(parts, cal.compute_efficiency).step_s
+        assert plan.step_s_with(replicas) == table[replicas - 24] == step
+        # a smaller bubble share: less than the proportional 32/replicas of the full step
+        assert step < plan.step_s * 32 / replicas
+    assert all(a > b for a, b in zip(table, table[1:]))
+    # a fixed MFU keeps the proportional rule
+    fixed = build_plan(
+        load_scenario(REFERENCE, ["recovery.policy=elastic", "performance.mfu_scaling=fixed"]).base
+    )
+    assert fixed.step_s_with(24) == fixed.step_s * 32 / 24
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_the_shrunk_allreduce_equals_the_flow_model_on_the_shipped_trees(path):
+    """Below the full size the step table uses the α–β all-reduce: it must be what the flow
+    model gives on the nodes the shrunk job keeps (the shipped trees are non-blocking)."""
+    s = load_scenario(path).base
+    plan = build_plan(s.model_copy(update={"recovery": s.recovery.model_copy(
+        update={"policy": "elastic"})}))  # fmt: skip
+    full = plan.full_replicas
+    per_node = max(1, plan.gpus_per_node // plan.gpus_per_replica)
+    shrunk = [d for d in range(plan.elastic_min_replicas, full) if d % per_node == 0][:2]
+    assert shrunk
+    for replicas in shrunk:
+        nodes = replicas * plan.gpus_per_replica // plan.gpus_per_node
+        on_fewer = s.model_copy(update={"cluster": s.cluster.model_copy(update={"nodes": nodes})})
+        assert perf.gradient_allreduce_at_s(s, replicas) == pytest.approx(
+            perf.gradient_allreduce_s(on_fewer), rel=1e-9
+        )
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def test_memory_of_a_small_job_by_hand():
+    doc = tiny_with_sequences(
+        model={"params": 8.0e9, "seq_len": 1024, "layers": 32, "hidden": 4096},
+        cluster={"nodes": 2, "gpus_per_node": 4},
+        network={"nics_per_node": 4},
+        parallelism={"tensor": 2, "pipeline": 2},
+    )
+    doc["model"]["global_batch_tokens"] = 1024 * 64  # 64 sequences: 2 replicas x 32
+    s = load_document(doc, "mem").base
+    use = perf.memory_use(s)
+    per_gpu = 8e9 / 4
+    assert (use.weights_GB, use.gradients_GB) == (per_gpu * 2 / 1e9, per_gpu * 4 / 1e9)
+    assert use.optimizer_GB == per_gpu * 12 / 2 / 1e9  # ZeRO-1 over 2 data-parallel ranks
+    # selective: 34·s·b·h/t per layer; 1F1B: 2 microbatches of 16 layers on the first stage
+    assert use.in_flight == 2
+    assert use.activations_GB == pytest.approx(34 * 1024 * 4096 / 2 * 32 / 1e9, rel=1e-12)
+    none = load_document(merge(doc, {"parallelism": {"recompute": "none"}}), "mem").base
+    heads = 4096 / 128
+    assert perf.memory_use(none).activations_GB == pytest.approx(
+        1024 * 4096 / 2 * (34 + 5 * heads * 1024 / 4096) * 32 / 1e9, rel=1e-12
+    )
+    full = load_document(merge(doc, {"parallelism": {"recompute": "full"}}), "mem").base
+    assert perf.memory_use(full).activations_GB == pytest.approx(
+        (2 * 1024 * 4096 / 2 * 32 + 34 * 1024 * 4096 / 2) / 1e9, rel=1e-12
+    )
+    interleaved = load_document(merge(doc, {"parallelism": {"virtual_stages": 2}}), "mem").base
+    assert perf.memory_use(interleaved).activations_GB == pytest.approx(
+        use.activations_GB * (1 + 1 / 4), rel=1e-12
+    )
+    zero3 = load_document(merge(doc, {"parallelism": {"zero_stage": 3}}), "mem").base
+    assert perf.memory_use(zero3).weights_GB == per_gpu * 2 / 2 / 1e9
+    assert network.gradient_bytes_per_rank(zero3) == 1.5 * network.gradient_bytes_per_rank(s)
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_every_shipped_scenario_can_run(path):
+    for point in load_scenario(path).points:
+        assert point.infeasible is None
+        assert perf.configuration_problem(point.scenario) is None
+        use = perf.memory_use(point.scenario)
+        assert 0 < use.total_GB <= use.capacity_GB
+
+
+def test_microbatches_that_follow_from_the_batch_agree_with_the_old_explicit_ones():
+    """The shipped files stated their microbatches before they followed from the batch: the
+    bubble v·m they have now is the one they stated (their calibrated numbers are unchanged)."""
+    stated = {"llama70b-1k": 32, "llama405b-8k": 64, "llama3-405b-16k": 64, "dense1t-16k": 128}
+    for name, m in stated.items():
+        s = load_scenario(ROOT / f"scenarios/{name}.yaml").base
+        para = s.parallelism
+        assert para.virtual_stages * perf.microbatches(s) == m
+        assert perf.step_parts(s).bubble_share == (para.pipeline - 1) / m
