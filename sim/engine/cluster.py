@@ -332,8 +332,9 @@ class Cluster:
         node = self._leave_one(slot)
         self.nodes_replaced += 1
         if failure.repair_s is not None:  # back together with a repaired part (a leaf switch)
+            # ... and as it left: the switch's repair mends no fault of the node's own
             self.in_repair += 1
-            self.env.process(self._flat_repair(node, failure.repair_s))
+            self.env.process(self._flat_repair(node, failure.repair_s, fixed=False))
             return
         if lasting:
             self.faulty[node] = True  # it has a lasting fault until a true fix
@@ -385,9 +386,11 @@ class Cluster:
         self.lemons_retired += int(self.lemon[node])
         return True
 
-    def _flat_repair(self, node: int, duration_s: float):
+    def _flat_repair(self, node: int, duration_s: float, fixed: bool = True):
+        """A repair of a known duration: the class's flat repair (a true fix), or the
+        wait for a leaf switch's repair (`fixed` False: the node comes back as it left)."""
         yield self.env.timeout(duration_s)
-        self.node_repaired(node, fixed=True)
+        self.node_repaired(node, fixed=fixed)
 
     def node_repaired(self, node: int, fixed: bool) -> None:
         """A node is back from repair: a true fix cures a lasting fault (and a lemon for
