@@ -258,7 +258,7 @@ def finalise(
             record = simulate_replica(build_plan(first.scenario), 0, seed, timeline=True)
             (run.path / "timeline.json").write_text(_dumps(chrome_trace(record.timeline)))
         if figures and len(light):  # a slice of infeasible points only has nothing to draw
-            keys = scenario_set.swept_keys
+            keys = scenario_set.varied_keys  # the figures' axes: keys with several values
             # a table of an older version lacks some columns: their figures are skipped
             names = set(pq.read_schema(table_path).names)
             columns = [c for c in FIGURE_COLUMNS if c in names]

@@ -309,12 +309,19 @@ def optimize(
         raise click.BadParameter(str(exc), param_hint="--statistic") from None
     # everything is checked before anything is simulated or written
     loaded = _load(scenario, overrides, params)
-    key = loaded.swept_keys[0]
+    key = params[0].partition("=")[0].strip()
     candidates = loaded.resolved["sweep"][key]
-    if len(loaded.swept_keys) != 1 or len(candidates) < 2:
+    # a key swept with one value (a --set figure a kind sweep holds) is no second axis
+    if loaded.varied_keys != [key]:
+        others = [k for k in loaded.varied_keys if k != key]
         raise click.BadParameter(
-            f"optimize needs at least two candidate values of {key}, got {len(candidates)} "
-            "(and the scenario must not sweep other keys)",
+            f"optimize needs at least two candidate values of {key}, got {len(candidates)}"
+            + (
+                f", and no other swept key with several values (the scenario sweeps "
+                f"{', '.join(others)})"
+                if others
+                else ""
+            ),
             param_hint="--param",
         )
     if replicas is None and loaded.base.simulation.replicas < 2:
@@ -728,13 +735,24 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
             raise click.BadParameter(
                 f"expected LINK=FACTOR, got {item!r}", param_hint="--degrade"
             ) from None
+    # a sweep: the first point that can run (the loader refuses a sweep with none), named
+    point = loaded.feasible[0]
+    _warn_infeasible(loaded)
+    if point.params:
+        print(
+            f"note: the fabric of sweep point {point.index} ({_params_text(point.params)}), "
+            "the first that can run",
+            file=sys.stderr,
+        )
     try:
-        report = perf.fabric_report(loaded.base, factors, set(fail_switch))
+        report = perf.fabric_report(point.scenario, factors, set(fail_switch))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--degrade/--fail-switch") from None
     if as_json:
         doc = {
             "scenario": loaded.name,
+            "point": point.index,
+            "params": point.params,
             "fat_tree": {
                 **dataclasses.asdict(report.tree),
                 "switches": report.tree.switches,
@@ -760,7 +778,8 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
         return
     console = _console()
     t, a, sim_, b = report.tree, report.analytic, report.simulated, report.breakdown
-    table = Table(title=f"{loaded.name}: fabric", show_header=False, title_justify="left")
+    where = f" (sweep point {point.index}: {_params_text(point.params)})" if point.params else ""
+    table = Table(title=f"{loaded.name}{where}: fabric", show_header=False, title_justify="left")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     rows = [
@@ -886,7 +905,7 @@ def _finite(value):
 def _print_run(outcome: RunOutcome) -> None:
     console = _console()
     summary, doc = outcome.summary, outcome.summary_doc
-    keys = outcome.scenario_set.swept_keys
+    keys = outcome.scenario_set.varied_keys  # the sweep table's columns: its axes
     for point in doc["points"]:
         params = "  ".join(f"{k}={_fmt_value(v)}" for k, v in point["params"].items())
         if point.get("infeasible"):  # never simulated: no table, the reason
@@ -1034,6 +1053,10 @@ def _load(path: Path, overrides=(), params=()) -> ScenarioSet:
     for note in loaded.notes:
         print(f"note: {note}", file=sys.stderr)
     return loaded
+
+
+def _params_text(params: dict) -> str:
+    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in params.items())
 
 
 def _warn_infeasible(loaded: ScenarioSet) -> None:

@@ -2,7 +2,8 @@
 
 FLOPs per step, the step time (built up from compute, tensor-parallel all-reduces, the
 pipeline bubble and the exposed gradient all-reduce, calibrated to the scenario's MFU at
-its own configuration), whether a configuration can run at all (batch split, GPU memory),
+its own configuration), whether a configuration can run at all (batch split, tensor
+parallelism inside a node, GPU memory, a tier that holds the checkpoints kept),
 total steps and ideal time-to-train, checkpoint size and its write/load times, failure
 rates of the job's components, and the Young/Daly checkpoint-interval theory built on them.
 """
@@ -395,6 +396,7 @@ class MemoryUse:
     activations_GB: float  # 0 without the model's shape (layers, hidden)
     in_flight: float  # microbatches whose activations the first stage holds (1F1B)
     capacity_GB: float
+    interleave: float = 1.0  # × (1 + (p − 1)/(p·v)) with the interleaved schedule
 
     @property
     def total_GB(self) -> float:
@@ -432,14 +434,14 @@ def memory_use(scenario: Scenario) -> MemoryUse:
     weights = per_gpu * mem.weight_bytes_per_param / (dp if zero >= 3 else 1)
     gradients = per_gpu * mem.grad_bytes_per_param / (dp if zero >= 2 else 1)
     optimizer = per_gpu * mem.optimizer_bytes_per_param / (dp if zero >= 1 else 1)
-    activations, in_flight = 0.0, 0.0
+    activations, in_flight, interleave = 0.0, 0.0, 1.0
     m = microbatches(scenario)
     if model.seq_len and model.layers and model.hidden and m:
         p, v = para.pipeline, para.virtual_stages
         in_flight = min(p, m)
-        layers_held = in_flight * model.layers / p
         if v > 1:
-            layers_held *= 1.0 + (p - 1) / (p * v)
+            interleave = 1.0 + (p - 1) / (p * v)
+        layers_held = in_flight * model.layers / p * interleave
         activations = activation_bytes_per_layer(scenario) * layers_held
         if para.recompute == "full":
             recomputed = replace_recompute(scenario, "selective")
@@ -451,6 +453,7 @@ def memory_use(scenario: Scenario) -> MemoryUse:
         activations / 1e9,
         in_flight,
         scenario.cluster.gpu_spec.memory_GB,
+        interleave,
     )
 
 
@@ -460,13 +463,21 @@ def replace_recompute(scenario: Scenario, recompute: str) -> Scenario:
 
 
 def configuration_problem(scenario: Scenario) -> tuple[str, str] | None:
-    """Why this configuration cannot run, as (key path, message with the numbers), or None.
+    """Why this configuration cannot run, as (key path, message with the numbers), or None:
+    `step_problem`, or a checkpoint tier that cannot hold `keep_last` checkpoints."""
+    return step_problem(scenario) or storage_problem(scenario)
 
-    tensor × pipeline must divide the job's GPUs. A job with sequences (model.seq_len)
-    must also split its batch: whole sequences, a whole number of them per data-parallel
-    replica and microbatch, agreeing with an explicit `parallelism.microbatches`, and at
-    least as many microbatches as pipeline stages; and its model states and activations
-    must fit in the GPU's memory. An abstract job (no seq_len) has nothing to split."""
+
+def step_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Why the job cannot take a step in this configuration (key path, message), or None.
+
+    tensor × pipeline must divide the job's GPUs, and tensor parallelism stays inside a
+    node (the step model runs its all-reduces over NVLink). A job with sequences
+    (model.seq_len) must also split its batch: whole sequences, a whole number of them per
+    data-parallel replica and microbatch, agreeing with an explicit
+    `parallelism.microbatches`, and at least as many microbatches as pipeline stages. The
+    model states, and the activations where seq_len and the shape give them, must fit in
+    the GPU's memory (an abstract job, without seq_len, has only its model states)."""
     para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
     per_replica = para.tensor * para.pipeline
     if cluster.gpus % per_replica:
@@ -476,15 +487,37 @@ def configuration_problem(scenario: Scenario) -> tuple[str, str] | None:
             f"the job's {cluster.gpus} GPUs (cluster.nodes*gpus_per_node = "
             f"{cluster.nodes}*{cluster.gpus_per_node})",
         )
-    if model.seq_len is None:
-        return None
-    dp = cluster.gpus // per_replica
+    if para.tensor > cluster.gpus_per_node:
+        return (
+            "parallelism.tensor",
+            f"tensor = {para.tensor} spans nodes: tensor parallelism runs inside a node "
+            f"(its all-reduces over NVLink), and a node has cluster.gpus_per_node = "
+            f"{cluster.gpus_per_node} GPUs; use tensor <= {cluster.gpus_per_node} and more "
+            "pipeline stages",
+        )
+    if model.seq_len is not None:
+        problem = _batch_problem(scenario)
+        if problem is not None:
+            return problem
+    return _memory_problem(scenario)
+
+
+def _exact(value: float) -> str:
+    """A ratio with the digits that show it is not whole (1,024.000244, not 1,024)."""
+    return f"{value:,.10g}"
+
+
+def _batch_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Whether a job with sequences splits its batch (see `step_problem`)."""
+    para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
+    assert model.seq_len is not None
+    dp = cluster.gpus // (para.tensor * para.pipeline)
     tokens, seq_len, size = model.global_batch_tokens, model.seq_len, para.micro_batch_size
     if tokens % seq_len:
         return (
             "model.global_batch_tokens",
             f"{tokens:,} tokens per step are not a whole number of sequences of "
-            f"model.seq_len = {seq_len:,} ({tokens / seq_len:,.4g})",
+            f"model.seq_len = {seq_len:,} ({_exact(tokens / seq_len)})",
         )
     sequences = tokens // seq_len
     if sequences % (dp * size):
@@ -492,7 +525,7 @@ def configuration_problem(scenario: Scenario) -> tuple[str, str] | None:
             "model.global_batch_tokens",
             f"the batch of {sequences:,} sequences ({tokens:,} tokens / seq_len {seq_len:,}) "
             f"does not split over {dp:,} data-parallel replicas x micro_batch_size {size} "
-            f"(= {dp * size:,}): {sequences / dp:,.4g} sequences per replica",
+            f"(= {dp * size:,}): {_exact(sequences / dp)} sequences per replica",
         )
     m = sequences // (dp * size)
     if para.microbatches is not None and para.microbatches != m:
@@ -509,22 +542,49 @@ def configuration_problem(scenario: Scenario) -> tuple[str, str] | None:
             f"replicas / micro_batch_size {size}) are fewer than the {para.pipeline} pipeline "
             "stages: the pipeline never fills; use fewer stages or replicas, or a larger batch",
         )
+    return None
+
+
+def _memory_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Whether the model states and activations fit in one GPU (see `memory_use`)."""
+    para, cluster = scenario.parallelism, scenario.cluster
     use = memory_use(scenario)
-    if use.total_GB > use.capacity_GB:
-        gpu = cluster.gpu_spec
+    if use.total_GB <= use.capacity_GB:
+        return None
+    if use.activations_GB:
+        interleaved = (
+            f" x {use.interleave:.4g} for the interleaved schedule of virtual_stages "
+            f"{para.virtual_stages}"
+            if use.interleave != 1.0
+            else ""
+        )
         activations = (
             f"activations {use.activations_GB:.1f} (recompute {para.recompute}, "
-            f"{use.in_flight:g} microbatches in flight on the first stage)"
-            if use.activations_GB
-            else "no activations (model.layers and hidden not given)"
+            f"{use.in_flight:g} microbatches in flight on the first stage{interleaved})"
         )
+    else:
+        activations = "no activations counted (they need model.seq_len, layers and hidden)"
+    return (
+        "parallelism",
+        f"model states and activations need {use.total_GB:.1f} GB per GPU, more than the "
+        f"{cluster.gpu_spec.name}'s {use.capacity_GB:g} GB: weights {use.weights_GB:.1f} + "
+        f"gradients {use.gradients_GB:.1f} + optimizer {use.optimizer_GB:.1f} (zero_stage "
+        f"{para.zero_stage} over {data_parallel_size(scenario):,} data-parallel ranks) + "
+        f"{activations}; raise tensor or pipeline, zero_stage, or set recompute: full",
+    )
+
+
+def storage_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Whether the checkpoint tier holds the `keep_last` checkpoints kept (key path,
+    message), or None."""
+    checkpoint, tier = scenario.checkpoint, scenario.storage.checkpoint_tier
+    checkpoint_TB = checkpoint_GB(scenario) / 1e3
+    needed_TB = checkpoint_TB * checkpoint.keep_last
+    if needed_TB > tier.capacity_TB:
         return (
-            "parallelism",
-            f"model states and activations need {use.total_GB:.1f} GB per GPU, more than the "
-            f"{gpu.name}'s {use.capacity_GB:g} GB: weights {use.weights_GB:.1f} + gradients "
-            f"{use.gradients_GB:.1f} + optimizer {use.optimizer_GB:.1f} (zero_stage "
-            f"{para.zero_stage} over {dp:,} data-parallel ranks) + {activations}; raise "
-            "tensor or pipeline, zero_stage, or set recompute: full",
+            "storage.checkpoint_tier.capacity_TB",
+            f"checkpoint.keep_last={checkpoint.keep_last} checkpoints of {checkpoint_TB:.3g} TB "
+            f"need {needed_TB:.3g} TB, more than the tier's {tier.capacity_TB:.3g} TB",
         )
     return None
 

@@ -301,7 +301,8 @@ def outcome(
 ) -> dict[str, Any]:
     """The plan.json document of a finished race: the chosen point, every candidate with its
     statistics and status, the time-cost Pareto front and the replicas spent."""
-    keys = scenario_set.swept_keys
+    keys = scenario_set.swept_keys  # every candidate's values ...
+    axes = scenario_set.varied_keys  # ... of which these vary: labels and the front
     samples = samples_of(result.rows, deadline_days, objective)
     costs = samples_of(result.rows, deadline_days, "cost_usd")
     ok = result.rows[result.rows["error"] == ""]
@@ -389,7 +390,7 @@ def outcome(
     best_chance = max(ran, key=lambda r: (r["p_meet"], -rank(r["point"])[0]), default=None)
     doc = {
         "scenario": scenario_set.name,
-        "varied_keys": keys,
+        "varied_keys": axes,
         "objective": objective,
         "direction": direction,
         "deadline_days": deadline_days,
@@ -397,7 +398,7 @@ def outcome(
         "chosen": next((r for r in records if r["status"] == "chosen"), None),
         "highest_p_meet": best_chance,
         "candidates": records,
-        "pareto": pareto_front(records, keys),
+        "pareto": pareto_front(records, axes),
         "replicas_spent": spent,
         "replicas_full_grid": len(scenario_set.feasible) * reference,
         "rounds": [

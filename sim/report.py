@@ -686,7 +686,7 @@ def _stat(metric: str, value: float) -> str:
 def _sweep_section(run: RunContents) -> str:
     if run.summary is None:
         return _no_table(run)
-    keys = run.scenario_set.swept_keys
+    keys = run.scenario_set.varied_keys  # the table's axes: keys with several values
     summary = run.summary
 
     def by_point(metric: str) -> pd.DataFrame:

@@ -96,7 +96,16 @@ class ScenarioSet:
 
     @property
     def swept_keys(self) -> list[str]:
+        """Every key of the sweep: the points' params, the tables' columns."""
         return list(self.resolved.get("sweep") or {})
+
+    @property
+    def varied_keys(self) -> list[str]:
+        """The swept keys with more than one value: the sweep's axes. A key swept with one
+        value (a figure --set holds at every point of a kind sweep) is the same at every
+        point: a column of the tables, but no axis of a figure, a plan or `optimize`."""
+        sweep = self.resolved.get("sweep") or {}
+        return [key for key, values in sweep.items() if len(values) > 1]
 
     @property
     def feasible(self) -> list[Point]:
@@ -317,9 +326,6 @@ def load_document(
         _check_path(source, key, raw, origin="--set")
         _assign(raw, key, value)
         set_keys.append(key)
-    # a tier whose kind --set changed starts from the new preset (baked into `resolved`)
-    notes = [_restart_note(*change) for change in _restart_tiers(document, raw, set_keys)]
-    _record_mfu_at(document, raw)  # mfu stays measured at the file's configuration
     if raw.get("sweep") is not None and not isinstance(raw["sweep"], dict):
         raise ScenarioError(
             source,
@@ -358,6 +364,12 @@ def load_document(
         sweep[key] = values  # replaces the file's list for this key, if it sweeps it
     if sweep:
         raw["sweep"] = sweep
+    # a kind --set gives a tier whose kind the sweep sweeps too holds at no point: the
+    # file's kind (and figures) stay the sweep's base, so a point of the file's kind keeps them
+    notes = _sweep_replaces_set_kinds(document, raw, sweep, set_keys)
+    # a tier whose kind --set changed starts from the new preset (baked into `resolved`)
+    notes += [_restart_note(*change) for change in _restart_tiers(document, raw, set_keys)]
+    _record_mfu_at(document, raw)  # mfu stays measured at the file's configuration
     base = {k: v for k, v in raw.items() if k != "sweep"}
     for key, values in sweep.items():
         if not isinstance(values, list) or not values:
@@ -445,35 +457,47 @@ def _changed_keys(before: Any, after: Any, path: str, out: dict[str, Any]) -> No
 def _configuration_check(
     source: str, scenario: Scenario, point_params: dict[str, Any]
 ) -> str | None:
-    """Why the point's configuration cannot run ("key.path: message"), or None. A
-    reference configuration (performance.mfu_at) that is not valid or cannot run, or an mfu
-    no compute efficiency reaches there, is bad input of the whole file: raised."""
+    """Why the point cannot run ("key.path: message"), or None: its configuration
+    (`perf.configuration_problem`), or, where the step model is calibrated
+    (`perf.model_scaling` "model"), an mfu no compute efficiency ≤ 1 reaches at the
+    configuration it was measured at (the reference: `performance.mfu_at` applied). The
+    reference is judged only by what a step needs: valid configuration sections
+    (`schema.Configuration`), `perf.step_problem` and the calibration. A reference, or a
+    calibration, that the point shares with the file (its sweep leaves `performance.*`
+    alone) is bad input of the whole file: raised, naming the file, not the point."""
     problem = perf.configuration_problem(scenario)
     if problem is not None:
         return f"{problem[0]}: {problem[1]}"
-    where = f" (at sweep point {echo(point_params)})" if point_params else ""
+    if perf.model_scaling(scenario) != "model":
+        return None  # the MFU is fixed, or built from compute_efficiency: no reference
+    # a point that sweeps performance.* has a calibration of its own; the others, the file's
+    own = [key for key in point_params if key.split(".")[0] == "performance"]
+
+    def bad(path: str, message: str) -> str:
+        if own:
+            return f"{path}: {message}"
+        shared = " (the file's own: every sweep point is calibrated there)" if point_params else ""
+        raise ScenarioError(source, path, message + shared)
+
     try:
         reference = reference_scenario(scenario)
     except ValidationError as exc:
         path, message = _describe(exc.errors()[0])
-        raise ScenarioError(
-            source,
+        return bad(
             "performance.mfu_at",
-            f"the configuration mfu was measured at is not valid: {path}: {message}{where}",
-        ) from None
+            f"the configuration mfu was measured at is not valid: {path}: {message}",
+        )
     if reference is not scenario:
-        problem = perf.configuration_problem(reference)
+        problem = perf.step_problem(reference)
         if problem is not None:
-            raise ScenarioError(
-                source,
+            return bad(
                 "performance.mfu_at",
-                f"the configuration mfu was measured at cannot run: {problem[0]}: "
-                f"{problem[1]}{where}",
+                f"the configuration mfu was measured at cannot run: {problem[0]}: {problem[1]}",
             )
     try:
         perf.calibration(scenario)
     except perf.CalibrationError as exc:
-        raise ScenarioError(source, "performance.mfu", f"{exc}{where}") from None
+        return bad("performance.mfu", str(exc))
     return None
 
 
@@ -665,6 +689,34 @@ def _restart_note(tier: str, kind: str, dropped: list[tuple[str, Any]], origin: 
     return f"{tier}.kind={kind}{origin}: starts from the {kind} preset; dropped the file's {values}"
 
 
+def _sweep_replaces_set_kinds(
+    document: dict[str, Any], raw: dict[str, Any], sweep: dict[str, Any], set_keys: list[str]
+) -> list[str]:
+    """A tier's kind given by --set (`raw`) and swept as well: every point takes the swept
+    kind, so the --set one is undone in `raw` (the file's kind, or none, as `document` has
+    it). The sweep then starts from the file's tier: a point of the file's kind keeps the
+    file's figures, the others start from their preset. Returns the notes saying so."""
+    notes = []
+    for tier in TIER_MODELS:
+        key = f"{tier}.kind"
+        if key not in sweep or key not in set_keys or _names(set_keys, tier):
+            continue  # not swept, not --set, or the whole tier given anew by --set
+        old, old_kind = _kind_at(document, tier)
+        new, new_kind = _kind_at(raw, tier)
+        if old is None or new is None:
+            continue  # the file has no such tier: there are no figures of its to keep
+        if "kind" in old:
+            new["kind"] = copy.deepcopy(old["kind"])
+        else:
+            new.pop("kind", None)
+        if new_kind != old_kind:
+            notes.append(
+                f"{key}={_word(new_kind)} (--set) is replaced at every point by the {key} "
+                f"sweep: a point of the file's kind ({_word(old_kind)}) keeps the file's figures"
+            )
+    return notes
+
+
 def _keep_set_figures(
     base: dict[str, Any], sweep: dict[str, list], set_keys: list[str]
 ) -> list[str]:
@@ -687,6 +739,13 @@ def _keep_set_figures(
                     f"{tier}.kind sweep: it is swept with this one value"
                 )
     return notes
+
+
+def _word(value: Any) -> str:
+    """A short string as it is (a kind), anything else as `_shown` writes it."""
+    if isinstance(value, str) and len(value) <= MAX_ECHO and value.isprintable():
+        return value
+    return _shown(value)
 
 
 def _shown(value: Any) -> str:

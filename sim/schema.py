@@ -557,6 +557,40 @@ class SimulationConfig(_Section):
     start_hour: Annotated[float, Field(ge=0, lt=24)] = 9.0
 
 
+def _check_fabric(cluster: ClusterConfig, net: NetworkConfig) -> None:
+    """The fabric the job's collectives run on can be built: rail-optimised NICs, and a
+    fat tree of the radix that holds every NIC port."""
+    if cluster.gpus_per_node % net.nics_per_node:
+        raise KeyPathError(
+            "network.nics_per_node",
+            f"{net.nics_per_node} NICs do not divide cluster.gpus_per_node={cluster.gpus_per_node} "
+            "(rail-optimised: each NIC serves the same number of GPUs)",
+        )
+    endpoints = cluster.nodes * net.nics_per_node
+    if endpoints > max_fat_tree_endpoints(net.switch_radix, net.oversubscription):
+        raise KeyPathError(
+            "network.switch_radix",
+            f"{endpoints} NIC ports exceed a three-tier fat tree of radix {net.switch_radix} "
+            f"(at most {max_fat_tree_endpoints(net.switch_radix, net.oversubscription)}); use a larger radix",
+        )
+
+
+class Configuration(_Section):
+    """The configuration sections alone (CONFIGURATION_SECTIONS: what a step runs on), with
+    the cross-checks about them: how `reference_scenario` validates the configuration
+    `performance.mfu` was measured at, without the checks of the rest of the scenario."""
+
+    model: ModelConfig
+    cluster: ClusterConfig
+    parallelism: ParallelismConfig = ParallelismConfig()
+    network: NetworkConfig = NetworkConfig()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Configuration:
+        _check_fabric(self.cluster, self.network)
+        return self
+
+
 class Scenario(_Section):
     """A validated scenario for one sweep point (no `sweep` key inside)."""
 
@@ -611,22 +645,10 @@ class Scenario(_Section):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Scenario:
-        # whether the configuration can run (tensor*pipeline dividing the GPUs, the batch
-        # split, the GPU memory) is sim.perf.configuration_problem's, called by the loader
-        net = self.network
-        if self.cluster.gpus_per_node % net.nics_per_node:
-            raise KeyPathError(
-                "network.nics_per_node",
-                f"{net.nics_per_node} NICs do not divide cluster.gpus_per_node={self.cluster.gpus_per_node} "
-                "(rail-optimised: each NIC serves the same number of GPUs)",
-            )
-        endpoints = self.cluster.nodes * net.nics_per_node
-        if endpoints > max_fat_tree_endpoints(net.switch_radix, net.oversubscription):
-            raise KeyPathError(
-                "network.switch_radix",
-                f"{endpoints} NIC ports exceed a three-tier fat tree of radix {net.switch_radix} "
-                f"(at most {max_fat_tree_endpoints(net.switch_radix, net.oversubscription)}); use a larger radix",
-            )
+        # whether the configuration can run (tensor*pipeline dividing the GPUs, tensor
+        # inside a node, the batch split, the GPU memory, the tier holding keep_last
+        # checkpoints) is sim.perf.configuration_problem's, called by the loader
+        _check_fabric(self.cluster, self.network)
         if self.performance.compute_efficiency is not None:
             para, model = self.parallelism, self.model
             if para.pipeline > 1 and para.microbatches is None and model.seq_len is None:
@@ -640,12 +662,6 @@ class Scenario(_Section):
                     "model.layers",
                     "compute_efficiency mode with tensor > 1 needs model.layers and model.hidden "
                     "(tensor-parallel traffic per step follows from them)",
-                )
-            if para.tensor > self.cluster.gpus_per_node:
-                raise KeyPathError(
-                    "parallelism.tensor",
-                    f"tensor={para.tensor} spans nodes; compute_efficiency mode models tensor parallelism "
-                    f"inside a node of {self.cluster.gpus_per_node} GPUs",
                 )
         if self.storage.data_tier == "shared" and self.checkpoint.memory_every_steps is not None:
             raise KeyPathError(
@@ -669,15 +685,6 @@ class Scenario(_Section):
         if dupes:
             raise KeyPathError(
                 "failures", f"class names must be unique; repeated: {', '.join(dupes)}"
-            )
-        checkpoint_TB = self.model.params * self.checkpoint.state_bytes_per_param / 1e12
-        needed_TB = checkpoint_TB * self.checkpoint.keep_last
-        if needed_TB > self.storage.checkpoint_tier.capacity_TB:
-            raise KeyPathError(
-                "storage.checkpoint_tier.capacity_TB",
-                f"checkpoint.keep_last={self.checkpoint.keep_last} "
-                f"checkpoints of {checkpoint_TB:.3g} TB need {needed_TB:.3g} TB, more than the tier's "
-                f"{self.storage.checkpoint_tier.capacity_TB:.3g} TB",
             )
         return self
 
@@ -763,7 +770,10 @@ def set_key(doc: dict[str, Any], parts: list[str], value: Any) -> None:
 def reference_scenario(scenario: Scenario) -> Scenario:
     """The configuration at which `performance.mfu` was measured: the scenario with
     `performance.mfu_at` applied (null: the key's default), or itself when mfu_at is empty.
-    Raises pydantic's ValidationError when the keys describe no valid scenario."""
+    Only the configuration sections change and only they are validated (`Configuration`):
+    the rest is the scenario's own, and checks of it against a configuration (host RAM,
+    the tier's capacity) are not the step's. Raises pydantic's ValidationError when the
+    keys describe no valid configuration."""
     at = scenario.performance.mfu_at
     if not at:
         return scenario
@@ -780,7 +790,10 @@ def reference_scenario(scenario: Scenario) -> Scenario:
     cluster, network = sections.get("cluster"), sections.get("network")
     if isinstance(network, dict) and "nics_per_node" not in network and isinstance(cluster, dict):
         network["nics_per_node"] = cluster.get("gpus_per_node", 8)
-    data: dict[str, Any] = {name: getattr(scenario, name) for name in Scenario.model_fields}
-    data.update(sections)
-    data["performance"] = scenario.performance.model_copy(update={"mfu_at": {}})
-    return Scenario.model_validate(data)
+    configuration = Configuration.model_validate(sections)
+    return scenario.model_copy(
+        update={
+            **{name: getattr(configuration, name) for name in CONFIGURATION_SECTIONS},
+            "performance": scenario.performance.model_copy(update={"mfu_at": {}}),
+        }
+    )

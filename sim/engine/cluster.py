@@ -347,8 +347,9 @@ class Cluster:
         node = self._leave_one(slot)
         self.nodes_replaced += 1
         if failure.repair_s is not None:  # back together with a repaired part (a leaf switch)
+            # ... and as it left: the switch's repair mends no fault of the node's own
             self.in_repair += 1
-            self.calendar.back_at(self.env.now + failure.repair_s, node, True)
+            self.calendar.back_at(self.env.now + failure.repair_s, node, False)
             return
         if lasting:
             self.faulty[node] = True  # it has a lasting fault until a true fix

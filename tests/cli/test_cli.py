@@ -10,11 +10,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from sim.hardware import TIERS
 from sim.montecarlo import COLUMNS
 from sim.scenario import load_scenario
-from tests.conftest import ROOT, TIMELINE_DOWNTIME, TIMELINE_NODE_WAITS, cli_in_process
+from tests.conftest import (
+    ROOT,
+    TIMELINE_DOWNTIME,
+    TIMELINE_NODE_WAITS,
+    TINY,
+    cli_in_process,
+    merge,
+)
 
 REFERENCE = str(ROOT / "scenarios/llama70b-1k.yaml")
 
@@ -470,3 +478,40 @@ def test_a_sweep_of_the_storage_kind_gives_each_kind_its_own_row(tmp_path):
     loaded = load_scenario(REFERENCE, params=["storage.checkpoint_tier.kind=lustre,nfs,weka"])
     again = load_scenario(resolved)
     assert [p.scenario.storage for p in again.points] == [p.scenario.storage for p in loaded.points]
+
+
+def test_optimize_a_kind_with_a_set_figure_that_holds_at_every_candidate(tmp_path):
+    # the --set figure is swept with its one value (so the run's scenario.yaml reproduces
+    # it): a constant, not a second key to optimize over
+    doc = merge(
+        TINY,
+        {
+            "failures": [{"name": "node", "scope": "node", "mtbf_hours": 1.0, "repair_hours": 0.5}],
+            "cluster": {"spare_nodes": 1},
+        },
+    )
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(doc))
+    r = cli_in_process(
+        ["optimize", "tiny.yaml", "--param", "storage.checkpoint_tier.kind=lustre,weka",
+         "--set", "storage.checkpoint_tier.write_GB_s=50", "--replicas", "4",
+         "--workers", "1", "--out", "out", "--no-progress", "--json"],
+        tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["key"] == "storage.checkpoint_tier.kind"
+    assert sorted(p["storage.checkpoint_tier.kind"] for p in out["points"]) == ["lustre", "weka"]
+    loaded = load_scenario(tmp_path / out["run_dir"] / "scenario.yaml")
+    assert loaded.swept_keys == [
+        "storage.checkpoint_tier.kind",
+        "storage.checkpoint_tier.write_GB_s",
+    ]
+    assert loaded.varied_keys == ["storage.checkpoint_tier.kind"]
+    assert [p.scenario.storage.checkpoint_tier.write_GB_s for p in loaded.points] == [50, 50]
+    # a second key with several values is still refused
+    (tmp_path / "two.yaml").write_text(
+        yaml.safe_dump(merge(doc, {"sweep": {"cluster.nodes": [2, 4]}}))
+    )
+    r = cli_in_process(["optimize", "two.yaml", "--param", "storage.checkpoint_tier.kind=lustre,weka"],
+                       tmp_path)  # fmt: skip
+    assert r.returncode == 2 and "the scenario sweeps cluster.nodes" in r.stderr

@@ -8,8 +8,9 @@ import json
 import subprocess
 
 import pytest
+import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, cli_in_process
 
 TRAINSIM = str(ROOT / ".venv/bin/trainsim")
 FABRIC = str(ROOT / "scenarios/llama70b-1k-fabric.yaml")  # 128 nodes, 32 leaves, 16 spines
@@ -93,3 +94,21 @@ def test_the_link_table_shows_the_rate_each_flow_gets(tmp_path):
     rows = [row for row in table.splitlines() if "node" in row or "leaf" in row]
     assert rows and not any("50%" in row for row in rows)
     assert f"{line / 2:.1f}" in rows[0] and "leaf0-spine0.0" in rows[0]
+
+
+def test_a_sweep_describes_its_first_point_that_can_run(tmp_path):
+    # llama7b-128 at 12 nodes: 1,024 sequences over 96 data-parallel replicas do not split
+    doc = yaml.safe_load((ROOT / "scenarios/llama7b-128.yaml").read_text())
+    doc["sweep"] = {"cluster.nodes": [12, 16]}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    r = cli_in_process(["fabric", "s.yaml", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["point"] == 1 and out["params"] == {"cluster.nodes": 16}
+    assert out["fat_tree"]["endpoints"] == 16 * 8
+    assert "sweep point {'cluster.nodes': 12}: infeasible: model.global_batch_tokens" in r.stderr
+    assert "note: the fabric of sweep point 1 (cluster.nodes=16), the first that can run" in (
+        r.stderr
+    )
+    text = cli_in_process(["fabric", "s.yaml"], tmp_path).stdout
+    assert "llama7b-128 (sweep point 1: cluster.nodes=16): fabric" in text

@@ -46,6 +46,25 @@ REFUSALS = {
         "parallelism",
         ["need 99.0 GB per GPU", "H100-SXM's 80 GB", "weights 17.5", "activations 45.6"],
     ),
+    "memory, interleaved": (
+        ["--set", "parallelism.tensor=2", "--set", "parallelism.virtual_stages=2"],
+        "parallelism",
+        [
+            "need 116.1 GB per GPU",
+            "activations 62.7 (recompute selective, 4 microbatches in flight on the first "
+            "stage x 1.375 for the interleaved schedule of virtual_stages 2)",
+        ],
+    ),
+    "batch of no whole sequences": (
+        ["--set", "model.global_batch_tokens=4194305"],
+        "model.global_batch_tokens",
+        ["4,194,305 tokens per step", "seq_len = 4,096 (1,024.000244)"],
+    ),
+    "tensor wider than a node": (
+        ["--set", "parallelism.tensor=16"],
+        "parallelism.tensor",
+        ["tensor = 16 spans nodes", "cluster.gpus_per_node = 8 GPUs; use tensor <= 8"],
+    ),
     "mfu no efficiency reaches": (
         ["--set", "performance.mfu=0.95"],
         "performance.mfu",

@@ -78,6 +78,35 @@ def test_a_false_fix_returns_the_same_node_with_the_fault_it_had(fault_prob, fal
     assert r.nodes_replaced == 1 and r.failures == 1
 
 
+def leaf_switch_failure(t: float, slot: int = 0, repair_s: float = 100.0) -> Failure:
+    """A leaf switch over `slot`'s node, as FabricState.strike makes it (repair_s set)."""
+    return Failure(1, "sw", t, (slot,), 60.0, True, 3600.0, scope="switch", repair_s=repair_s)
+
+
+SWITCH = {"name": "sw", "scope": "job", "mtbf_hours": 1e15, "detect_minutes": 1}
+
+
+@pytest.mark.parametrize("how", ["left_faulty", "lemon"])
+def test_a_leaf_switch_repair_returns_its_nodes_as_they_left(how):
+    # node 0 has a lasting fault (a `replace: false` failure left it one, or every node
+    # started a lemon); a leaf switch over it sends it away with the switch's repair: it
+    # comes back (to the spares) still faulty, as the switch's repair mends nothing of its own
+    if how == "left_faulty":
+        classes = [dict(NODE_NEVER[0], name="bad", fault_prob=1.0, replace=False), SWITCH]
+        injected = [Failure(0, "bad", 250.0, (0,), 60.0, False, 3600.0, scope="node")]
+        cluster = {"spare_nodes": 1}
+        faulty = [True, False, False]
+    else:
+        classes = [dict(NODE_NEVER[0], name="bad"), SWITCH]
+        injected = []
+        cluster = {"spare_nodes": 1, "lemon_fraction": 0.9}  # round(0.9 * 3): all 3 nodes
+        faulty = [True, True, True]
+    r, made = run([*injected, leaf_switch_failure(500.0)], failures=classes, cluster=cluster)
+    assert made.slot_node.tolist() == [2, 1] and list(made.warm) == [0]
+    assert r.nodes_replaced == 1 and made.in_repair == 0
+    assert made.faulty.tolist() == faulty
+
+
 def test_a_faulty_node_fails_more_often_until_a_true_fix():
     plan = build_plan(
         tiny(

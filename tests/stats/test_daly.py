@@ -23,8 +23,10 @@ DALY = merge(
     {
         "name": "daly",
         # 2,880 steps of 60 s: 6e12 FLOPs per step at 1e11 FLOP/s (4 GPUs x 0.05 TFLOPS x MFU 0.5)
+        # 1.2B parameters of 100 bytes of state each (a 120B model's states would not fit
+        # in the GPUs' memory: the loader refuses it)
         "model": {
-            "params": 1.2e11,
+            "params": 1.2e9,
             "tokens": 2.88e6,
             "global_batch_tokens": 1000,
             "flops_per_token": 6.0e9,
@@ -42,7 +44,7 @@ DALY = merge(
             },
             "client_GB_s_per_node": 1000.0,
         },
-        "checkpoint": {"interval_steps": 10, "state_bytes_per_param": 1.0, "keep_last": 2},
+        "checkpoint": {"interval_steps": 10, "state_bytes_per_param": 100.0, "keep_last": 2},
         "failures": [
             {
                 "name": "job",

@@ -572,17 +572,44 @@ def test_a_figure_set_with_a_swept_kind_holds_at_every_point_and_in_the_resolved
     assert [p.params for p in again.points] == [p.params for p in loaded.points]
 
 
-def test_a_set_kind_and_a_swept_kind_resolve_from_the_set_one():
-    # --set changes the base (the file's figures go); the sweep then starts from that base
+def test_a_swept_kind_equal_to_the_files_keeps_its_figures_despite_a_set_kind():
+    # the sweep sets the kind at every point, so the --set kind holds at none: the sweep
+    # starts from the file's tier, and its point of the file's kind (lustre) keeps the
+    # file's figures (docs/scenarios.md), the others start from their preset
+    file_figures = tier_figures(load_document(TINY).base.storage.checkpoint_tier)
     loaded = load_document(
         TINY,
         overrides=["storage.checkpoint_tier.kind=nfs"],
-        params=["storage.checkpoint_tier.kind=lustre,weka"],
+        params=["storage.checkpoint_tier.kind=lustre,weka,nfs"],
     )
     tiers = [p.scenario.storage.checkpoint_tier for p in loaded.points]
-    assert [tier_figures(t) for t in tiers] == [preset_figures("lustre"), preset_figures("weka")]
+    assert [t.kind for t in tiers] == ["lustre", "weka", "nfs"]
+    assert [tier_figures(t) for t in tiers] == [
+        file_figures,
+        preset_figures("weka"),
+        preset_figures("nfs"),
+    ]
+    assert loaded.notes[0] == (
+        "storage.checkpoint_tier.kind=nfs (--set) is replaced at every point by the "
+        "storage.checkpoint_tier.kind sweep: a point of the file's kind (lustre) keeps the "
+        "file's figures"
+    )
+    # the resolved document is the file's tier and the sweep: loading it gives the same points
+    assert loaded.resolved["storage"]["checkpoint_tier"] == TINY["storage"]["checkpoint_tier"]
     again = round_trip(loaded)
     assert [p.scenario for p in again.points] == [p.scenario for p in loaded.points]
+    # a figure --set as well holds at every point, the file's kind included
+    figure = load_document(
+        TINY,
+        overrides=["storage.checkpoint_tier.kind=nfs", "storage.checkpoint_tier.write_GB_s=7"],
+        params=["storage.checkpoint_tier.kind=lustre,weka"],
+    )
+    assert [tier_figures(p.scenario.storage.checkpoint_tier) for p in figure.points] == [
+        {**file_figures, "write_GB_s": 7},
+        {**preset_figures("weka"), "write_GB_s": 7},
+    ]
+    again = round_trip(figure)
+    assert [p.scenario for p in again.points] == [p.scenario for p in figure.points]
 
 
 def test_the_backup_tier_kind_starts_from_its_preset_too():
@@ -639,12 +666,15 @@ def test_a_preset_too_small_for_keep_last_is_refused_with_the_key_path():
     assert TIERS["nfs"].capacity_TB < 600
     err = error_of(doc, overrides=["storage.checkpoint_tier.kind=nfs"])
     assert err.path == "storage.checkpoint_tier.capacity_TB" and "keep_last" in err.message
-    try:  # a sweep point: refused, or (where sweeps keep such points) marked infeasible
-        swept = load_document(doc, params=["storage.checkpoint_tier.kind=lustre,nfs"])
-    except ScenarioError as err:
-        assert err.path == "storage.checkpoint_tier.capacity_TB" and "sweep point" in err.message
-    else:
-        assert "storage.checkpoint_tier.capacity_TB" in (swept.points[1].infeasible or "")
+    assert "600 TB, more than the tier's 500 TB" in err.message
+    # a sweep point whose tier cannot hold what it keeps cannot run: it is marked
+    # infeasible, the others run
+    swept = load_document(doc, params=["storage.checkpoint_tier.kind=lustre,nfs"])
+    assert swept.points[0].infeasible is None
+    assert swept.points[1].infeasible == (
+        "storage.checkpoint_tier.capacity_TB: checkpoint.keep_last=600 checkpoints of 1 TB "
+        "need 600 TB, more than the tier's 500 TB"
+    )
     # the file's capacity, given again on the command line, wins
     ok = load_document(
         doc,

@@ -351,3 +351,86 @@ def test_microbatches_that_follow_from_the_batch_agree_with_the_old_explicit_one
         para = s.parallelism
         assert para.virtual_stages * perf.microbatches(s) == m
         assert perf.step_parts(s).bubble_share == (para.pipeline - 1) / m
+
+
+# --------------------------------------------------------------------------- what is judged
+
+
+def test_the_reference_is_judged_only_by_what_its_step_needs():
+    # host RAM of 10 GB holds an in-memory checkpoint and a peer's copy at 256 nodes
+    # (2 x 3.8 GB), not at the file's 128 (2 x 7.7 GB): the reference at 128 nodes is where
+    # mfu was measured, its checkpoints are not the run's
+    sets = ["cluster.nodes=256", "cluster.host_memory_GB=10", "checkpoint.memory_every_steps=100"]
+    s = load_scenario(REFERENCE, sets).base
+    assert s.performance.mfu_at == {"cluster.nodes": 128}
+    assert perf.calibration(s).compute_efficiency == pytest.approx(0.666, abs=5e-4)
+    assert perf.mfu(s) == pytest.approx(0.411, abs=5e-4)
+    # without the step model nothing is measured anywhere: no reference is built or judged
+    # (96 nodes do not split the batch; 0 nodes is no configuration at all)
+    fixed = ["performance.mfu_scaling=fixed", "performance.mfu_at={cluster.nodes: 96}"]
+    assert perf.mfu(load_scenario(REFERENCE, fixed).base) == 0.45
+    abstract = merge(TINY, {"performance": {"mfu_at": {"cluster.nodes": 0}}})
+    assert perf.model_scaling(load_document(abstract, "tiny").base) == "abstract"
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(REFERENCE, ["performance.mfu_at={cluster.nodes: 96}"])
+    assert err.value.path == "performance.mfu_at"
+
+
+def test_a_point_whose_mfu_no_efficiency_reaches_is_infeasible_not_the_sweep():
+    loaded = load_scenario(REFERENCE, params=["performance.mfu=0.45,0.95"])
+    reachable, too_high = loaded.points
+    assert reachable.infeasible is None and perf.mfu(reachable.scenario) == 0.45
+    assert too_high.infeasible.startswith(
+        "performance.mfu: mfu 0.95 at the scenario's own configuration means a step of 1.971 s"
+    )
+    assert "compute efficiency of 2.31" in too_high.infeasible
+    # the file's own mfu (here by --set) that no efficiency reaches is the file's problem,
+    # whatever else the sweep varies: refused, blaming the file, not a sweep point
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(REFERENCE, ["performance.mfu=0.95"], ["cluster.nodes=64,128"])
+    assert err.value.path == "performance.mfu"
+    assert err.value.message.startswith("mfu 0.95 at cluster.nodes=128 means")
+    assert "(at sweep point" not in err.value.message
+    assert err.value.message.endswith("(the file's own: every sweep point is calibrated there)")
+    # ... and a sweep of mfu none of whose values is reached is refused for its first point
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(REFERENCE, params=["performance.mfu=0.95,0.96"])
+    assert err.value.path == "performance.mfu"
+    assert "(at sweep point {'performance.mfu': 0.95}); none of the 2" in err.value.message
+
+
+def test_an_abstract_jobs_model_states_must_fit_in_the_gpu():
+    # TINY: 1B parameters on 4 GPUs: weights 2 + gradients 4 + optimizer 12 / 4 = 9 GB of 80
+    use = perf.memory_use(load_document(TINY, "tiny").base)
+    assert use.total_GB == pytest.approx(9.0) and use.activations_GB == 0
+    big = merge(TINY, {"model": {"params": 1.2e11}})  # 1,080 GB per GPU: no seq_len needed
+    with pytest.raises(ScenarioError) as err:
+        load_document(big, "tiny")
+    assert err.value.path == "parallelism"
+    assert "need 1080.0 GB per GPU, more than the test's 80 GB" in err.value.message
+    assert "weights 240.0 + gradients 480.0 + optimizer 360.0" in err.value.message
+    assert "no activations counted (they need model.seq_len, layers and hidden)" in (
+        err.value.message
+    )
+    swept = load_document(merge(TINY, {"sweep": {"model.params": [1e9, 1.2e11]}}), "tiny")
+    assert swept.points[0].infeasible is None
+    assert swept.points[1].infeasible.startswith("parallelism: model states and activations")
+
+
+TENSOR_SPANS = "parallelism.tensor: tensor = 4 spans nodes"
+
+
+def test_tensor_parallelism_wider_than_a_node_cannot_run_in_either_mode():
+    # 2 nodes of 2 GPUs: tensor 4 divides the 4 GPUs but spans both nodes
+    mfu = tiny_with_sequences(parallelism={"pipeline": 1, "tensor": 2})
+    efficiency = merge(mfu, {"performance": {"mfu": None, "compute_efficiency": 0.5}})
+    for doc in (mfu, efficiency):
+        with pytest.raises(ScenarioError) as err:
+            load_document(merge(doc, {"parallelism": {"tensor": 4}}), "tiny")
+        assert err.value.path == "parallelism.tensor"
+        assert err.value.message.startswith("tensor = 4 spans nodes")
+        assert "cluster.gpus_per_node = 2 GPUs; use tensor <= 2" in err.value.message
+        # in a sweep, the point that spans nodes is marked, the others run
+        swept = load_document(merge(doc, {"sweep": {"parallelism.tensor": [2, 4]}}), "tiny")
+        assert swept.points[0].infeasible is None
+        assert swept.points[1].infeasible.startswith(TENSOR_SPANS)
