@@ -100,7 +100,7 @@ class FailureClocks:
     job's wait, the source's `fire` when the wait reaches it (`take` pops its entry).
     """
 
-    __slots__ = ("sources", "idle", "wall", "compute", "stale", "_due")
+    __slots__ = ("sources", "idle", "wall", "compute", "stale", "limit", "_due")
 
     def __init__(self, sources: list[FailureSource], idle: IdleClock | None):
         self.sources = sources
@@ -108,6 +108,7 @@ class FailureClocks:
         self.wall = ClockBase()
         self.compute = ClockBase()
         self.stale = 0  # entries that no longer match their source's list
+        self.limit = 64  # past this many stale entries, `compact` looks at the heaps
         self._due: tuple[ClockBase, bool] | None = None  # where `next` found its entry
         for position, source in enumerate(sources):
             source.position = position
@@ -176,6 +177,7 @@ class FailureClocks:
         entries = len(wall.heap) + len(wall.run_end) - wall.at
         entries += len(compute.heap) + len(compute.run_end) - compute.at
         if stale <= entries // 2:
+            self.limit = max(64, entries // 2)
             return
         for base in (self.wall, self.compute):
             base.heap.clear()
@@ -187,6 +189,7 @@ class FailureClocks:
         heapq.heapify(self.wall.heap)
         heapq.heapify(self.compute.heap)
         self.stale = 0
+        self.limit = 64
 
 
 class FailureSource:
@@ -270,7 +273,8 @@ class FailureSource:
         per_node = self.per_node
         if self.slot_scale is not None:
             lifetime *= float(self.slot_scale[index // per_node])
-        end = self._now() + lifetime
+        idle = self.idle
+        end = (self.env.now if idle is None else idle.now()) + lifetime
         self.ends[index] = end
         heapq.heappush(self.base.heap, (end, self.position, index))
         failure = Failure.__new__(Failure)
@@ -326,13 +330,13 @@ class FailureSource:
         else:
             for i, end in zip(index.tolist(), ends.tolist()):
                 self._set(i, end)
-        if self.clocks.stale > 64:
+        if self.clocks.stale > self.clocks.limit:
             self.clocks.compact()
 
     def activate_one(self, slot: int, scale: float) -> None:
         """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
         per_node = self.per_node
-        base = self._now()
+        base = self.env.now if self.idle is None else self.idle.now()
         if per_node == 1:
             lifetime = self._draw1()
             self._set(slot, base + (lifetime * scale if scale != 1.0 else lifetime))
@@ -340,7 +344,7 @@ class FailureSource:
             first = slot * per_node
             for i, lifetime in enumerate(self._draw(per_node)):
                 self._set(first + i, base + (lifetime * scale if scale != 1.0 else lifetime))
-        if self.clocks.stale > 64:
+        if self.clocks.stale > self.clocks.limit:
             self.clocks.compact()
 
     def deactivate_one(self, slot: int) -> None:
