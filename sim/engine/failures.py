@@ -23,6 +23,8 @@ from sim.engine.events import Failure
 from sim.engine.plan import FailureClassPlan
 
 BUFFER = 256  # lifetimes drawn per numpy call
+# the fields of a Failure that `FailureSource.fire` sets itself (the rest from a template)
+FIRED = frozenset({"time_s", "nodes", "component"})
 
 
 def minimum_of(law: Exponential | Weibull, n: int) -> Distribution:
@@ -253,9 +255,7 @@ class FailureSource:
             "loses_data": fc.loses_data,
             "since_s": None,
         }
-        assert set(self._template) | {"time_s", "nodes", "component"} == set(
-            Failure.__dataclass_fields__
-        )
+        assert self._template.keys() | FIRED == Failure.__dataclass_fields__.keys()
 
     def _now(self) -> float:
         return self.env.now if self.idle is None else self.idle.now()
@@ -305,7 +305,12 @@ class FailureSource:
                 if own[i] != math.inf:
                     self.clocks.stale += 1
                 own[i] = end
-        self.base.pending.append((ends, self.position, indices))
+        if len(indices) < 64:  # few: a heap costs less than numpy's sort
+            heap = self.base.heap
+            heap.extend(zip(ends.tolist(), [self.position] * len(indices), indices.tolist()))
+            heapq.heapify(heap)
+        else:
+            self.base.pending.append((ends, self.position, indices))
 
     def activate(self, node_slots: np.ndarray) -> None:
         """New nodes entered these slots: their components start fresh lifetimes."""
@@ -325,7 +330,7 @@ class FailureSource:
             index = node_slots.astype(np.int64)
         else:
             index = (node_slots[:, None] * per_node + np.arange(per_node)).ravel()
-        if size >= 64:
+        if size >= 64 or size == len(self.ends):
             self._fill(index, ends)
         else:
             for i, end in zip(index.tolist(), ends.tolist()):
