@@ -23,6 +23,9 @@ from sim.engine.events import Failure
 from sim.engine.plan import FailureClassPlan
 
 BUFFER = 256  # lifetimes drawn per numpy call
+CHUNK = 64  # clocks started together that are sorted at a time (the rest wait unsorted)
+# the fields of a Failure that `FailureSource.fire` sets itself (the rest from a template)
+FIRED = frozenset({"time_s", "nodes", "component"})
 
 
 def minimum_of(law: Exponential | Weibull, n: int) -> Distribution:
@@ -60,11 +63,13 @@ class IdleClock:
 
 
 class ClockBase:
-    """The clocks of one time base: a heap of (end, source position, component), and a run of
-    those started together at the build, sorted once by numpy (no heap entry per clock
-    until it is renewed: cheap for short replicas)."""
+    """The clocks of one time base: a heap of (end, source position, component), and the
+    clocks started together at the build kept as numpy arrays, of which only the earliest
+    `CHUNK` at a time are sorted into a run of Python values (no heap entry per clock until
+    it is renewed, no sort of them all: cheap for short replicas). Every clock left in the
+    reserve ends no earlier than the run's last."""
 
-    __slots__ = ("heap", "run_end", "run_pos", "run_idx", "at", "pending")
+    __slots__ = ("heap", "run_end", "run_pos", "run_idx", "at", "pending", "reserve")
 
     def __init__(self):
         self.heap: list[tuple[float, int, int]] = []
@@ -73,21 +78,38 @@ class ClockBase:
         self.run_idx: list[int] = []
         self.at = 0  # the run's head
         self.pending: list[tuple[np.ndarray, int, np.ndarray]] = []  # (ends, position, index)
+        self.reserve: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def settle(self) -> None:
-        """Sort the clocks started in bulk (and what is left of the run) into one run."""
+        """The earliest `CHUNK` of the clocks started in bulk, the reserve and what is left of
+        the run, sorted into the run; the others into the reserve."""
         at = self.at
         ends = [np.asarray(self.run_end[at:]), *(e for e, _, _ in self.pending)]
         pos = [np.asarray(self.run_pos[at:], dtype=np.int64)]
         pos += [np.full(len(e), p, dtype=np.int64) for e, p, _ in self.pending]
         idx = [np.asarray(self.run_idx[at:], dtype=np.int64), *(i for _, _, i in self.pending)]
+        if self.reserve is not None:
+            ends.append(self.reserve[0])
+            pos.append(self.reserve[1])
+            idx.append(self.reserve[2])
         ends, pos, idx = np.concatenate(ends), np.concatenate(pos), np.concatenate(idx)
-        order = np.argsort(ends, kind="stable")
-        self.run_end = ends[order].tolist()
-        self.run_pos = pos[order].tolist()
-        self.run_idx = idx[order].tolist()
+        if len(ends) > CHUNK:
+            part = np.argpartition(ends, CHUNK - 1)
+            first, rest = part[:CHUNK], part[CHUNK:]
+            first = first[np.argsort(ends[first], kind="stable")]
+            self.reserve = (ends[rest], pos[rest], idx[rest])
+        else:
+            first = np.argsort(ends, kind="stable")
+            self.reserve = None
+        self.run_end = ends[first].tolist()
+        self.run_pos = pos[first].tolist()
+        self.run_idx = idx[first].tolist()
         self.at = 0
         self.pending = []
+
+    def entries(self) -> int:
+        reserve = 0 if self.reserve is None else len(self.reserve[0])
+        return len(self.heap) + len(self.run_end) - self.at + reserve
 
 
 class FailureClocks:
@@ -100,7 +122,7 @@ class FailureClocks:
     job's wait, the source's `fire` when the wait reaches it (`take` pops its entry).
     """
 
-    __slots__ = ("sources", "idle", "wall", "compute", "stale", "_due")
+    __slots__ = ("sources", "idle", "wall", "compute", "stale", "limit", "_due")
 
     def __init__(self, sources: list[FailureSource], idle: IdleClock | None):
         self.sources = sources
@@ -108,6 +130,7 @@ class FailureClocks:
         self.wall = ClockBase()
         self.compute = ClockBase()
         self.stale = 0  # entries that no longer match their source's list
+        self.limit = 64  # past this many stale entries, `compact` looks at the heaps
         self._due: tuple[ClockBase, bool] | None = None  # where `next` found its entry
         for position, source in enumerate(sources):
             source.position = position
@@ -134,18 +157,21 @@ class FailureClocks:
         else:
             end = math.inf
             position = -1
-        run_end, at = base.run_end, base.at
-        while at < len(run_end):
-            first = run_end[at]
-            if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
-                if first < end:
+        while True:
+            run_end, at = base.run_end, base.at
+            while at < len(run_end):
+                first = run_end[at]
+                if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
                     base.at = at
-                    return first, base.run_pos[at], True
-                break
-            at += 1
-            self.stale -= 1
-        base.at = at
-        return end, position, False
+                    if first < end:
+                        return first, base.run_pos[at], True
+                    return end, position, False
+                at += 1
+                self.stale -= 1
+            base.at = at
+            if base.reserve is None:
+                return end, position, False
+            base.settle()  # the run is used up: the next clocks from the reserve
 
     def next(self) -> tuple[float, FailureSource | None]:
         """(wall time, source) of the next failure of any class; (inf, None) when none is
@@ -173,13 +199,14 @@ class FailureClocks:
         if stale <= 64:
             return
         wall, compute = self.wall, self.compute
-        entries = len(wall.heap) + len(wall.run_end) - wall.at
-        entries += len(compute.heap) + len(compute.run_end) - compute.at
+        entries = wall.entries() + compute.entries()
         if stale <= entries // 2:
+            self.limit = max(64, entries // 2)
             return
         for base in (self.wall, self.compute):
             base.heap.clear()
             base.run_end, base.run_pos, base.run_idx, base.at, base.pending = [], [], [], 0, []
+            base.reserve = None
         for source in self.sources:
             source.base.heap.extend(
                 (end, source.position, i) for i, end in enumerate(source.ends) if end != math.inf
@@ -187,6 +214,7 @@ class FailureClocks:
         heapq.heapify(self.wall.heap)
         heapq.heapify(self.compute.heap)
         self.stale = 0
+        self.limit = 64
 
 
 class FailureSource:
@@ -250,9 +278,7 @@ class FailureSource:
             "loses_data": fc.loses_data,
             "since_s": None,
         }
-        assert set(self._template) | {"time_s", "nodes", "component"} == set(
-            Failure.__dataclass_fields__
-        )
+        assert self._template.keys() | FIRED == Failure.__dataclass_fields__.keys()
 
     def _now(self) -> float:
         return self.env.now if self.idle is None else self.idle.now()
@@ -260,7 +286,7 @@ class FailureSource:
     def start(self) -> None:
         if self.per_node == 0:
             size = len(self.ends)
-            self._fill(np.arange(size), self._now() + np.array(self._draw(size)))
+            self._fill(np.arange(size), self._now() + self._draw_array(size))
 
     def fire(self) -> None:
         """The class's next failure is due now (the job's wait reached it): renew the
@@ -270,7 +296,8 @@ class FailureSource:
         per_node = self.per_node
         if self.slot_scale is not None:
             lifetime *= float(self.slot_scale[index // per_node])
-        end = self._now() + lifetime
+        idle = self.idle
+        end = (self.env.now if idle is None else idle.now()) + lifetime
         self.ends[index] = end
         heapq.heappush(self.base.heap, (end, self.position, index))
         failure = Failure.__new__(Failure)
@@ -301,7 +328,12 @@ class FailureSource:
                 if own[i] != math.inf:
                     self.clocks.stale += 1
                 own[i] = end
-        self.base.pending.append((ends, self.position, indices))
+        if len(indices) < 64:  # few: a heap costs less than numpy's sort
+            heap = self.base.heap
+            heap.extend(zip(ends.tolist(), [self.position] * len(indices), indices.tolist()))
+            heapq.heapify(heap)
+        else:
+            self.base.pending.append((ends, self.position, indices))
 
     def activate(self, node_slots: np.ndarray) -> None:
         """New nodes entered these slots: their components start fresh lifetimes."""
@@ -309,10 +341,7 @@ class FailureSource:
             return
         per_node = self.per_node
         size = per_node * node_slots.size
-        if self._next >= len(self._buffer) and size >= BUFFER:  # the same numbers, as numpy
-            draws = self.law.sample(self.rng, size)
-        else:
-            draws = np.array(self._draw(size))
+        draws = self._draw_array(size)
         if self.slot_scale is not None:
             scale = self.slot_scale[node_slots]
             draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
@@ -321,18 +350,18 @@ class FailureSource:
             index = node_slots.astype(np.int64)
         else:
             index = (node_slots[:, None] * per_node + np.arange(per_node)).ravel()
-        if size >= 64:
+        if size >= 64 or size == len(self.ends):
             self._fill(index, ends)
         else:
             for i, end in zip(index.tolist(), ends.tolist()):
                 self._set(i, end)
-        if self.clocks.stale > 64:
+        if self.clocks.stale > self.clocks.limit:
             self.clocks.compact()
 
     def activate_one(self, slot: int, scale: float) -> None:
         """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
         per_node = self.per_node
-        base = self._now()
+        base = self.env.now if self.idle is None else self.idle.now()
         if per_node == 1:
             lifetime = self._draw1()
             self._set(slot, base + (lifetime * scale if scale != 1.0 else lifetime))
@@ -340,7 +369,7 @@ class FailureSource:
             first = slot * per_node
             for i, lifetime in enumerate(self._draw(per_node)):
                 self._set(first + i, base + (lifetime * scale if scale != 1.0 else lifetime))
-        if self.clocks.stale > 64:
+        if self.clocks.stale > self.clocks.limit:
             self.clocks.compact()
 
     def deactivate_one(self, slot: int) -> None:
@@ -379,6 +408,12 @@ class FailureSource:
             index = base.run_idx[at]
             if base.run_pos[at] == position and ends[index] == end:
                 out.append((end + offset, index))
+        if base.reserve is not None:
+            r_end, r_pos, r_idx = base.reserve
+            hits = np.flatnonzero((r_end < limit) & (r_pos == position))
+            for end, index in zip(r_end[hits].tolist(), r_idx[hits].tolist()):
+                if ends[index] == end:
+                    out.append((end + offset, index))
         todo = [0] if heap else []
         size = len(heap)
         while todo:
@@ -401,6 +436,13 @@ class FailureSource:
         out = self._buffer[self._next : self._next + size]
         self._next += size
         return out
+
+    def _draw_array(self, size: int) -> np.ndarray:
+        """`_draw` as a numpy array (the same numbers; straight from numpy when the buffer is
+        used up and the block would be this size anyway)."""
+        if self._next >= len(self._buffer) and size >= BUFFER:
+            return self.law.sample(self.rng, size)
+        return np.array(self._draw(size))
 
     def _draw1(self) -> float:
         if self._next >= len(self._buffer):

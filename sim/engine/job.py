@@ -641,7 +641,8 @@ class Job:
                 return inbox.popleft()
             self._in_line = True
             try:
-                calendar.advance(env.now)  # before any decision: the nodes back by now
+                if calendar.due_s <= env.now:  # before any decision: the nodes back by now
+                    calendar.advance(env.now)
                 if due is not None and due is not calendar:
                     due.fire()
             finally:

@@ -48,6 +48,7 @@ class RepairCalendar:
         self._free: list[float] | None = None  # when each technician is free (a heap)
         self._seq = 0
         self.technician_wait_s = 0.0
+        self.due_s = math.inf  # the earliest return or arrival: nothing to do before it
 
     def hire(self, technicians: int) -> None:
         self._free = [0.0] * technicians
@@ -55,6 +56,8 @@ class RepairCalendar:
     def back_at(self, when_s: float, node: int, fixed: bool) -> None:
         self._seq += 1
         heapq.heappush(self._returns, (when_s, self._seq, node, fixed))
+        if when_s < self.due_s:
+            self.due_s = when_s
 
     def to_technician(self, arrival_s: float, node: int, manual_s: float, fixed: bool) -> None:
         """An escalated node reaches the technicians' queue at `arrival_s`."""
@@ -63,6 +66,8 @@ class RepairCalendar:
             return
         self._seq += 1
         heapq.heappush(self._queue, (arrival_s, self._seq, node, manual_s, fixed))
+        if arrival_s < self.due_s:
+            self.due_s = arrival_s
 
     def next_s(self) -> float:
         """The next time the calendar changes: a return, or a node reaching the technicians
@@ -88,6 +93,7 @@ class RepairCalendar:
                 _, _, node, fixed = heapq.heappop(returns)
                 self.on_return(node, fixed)
             else:
+                self.due_s = self.next_s()
                 return
 
 
