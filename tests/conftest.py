@@ -130,6 +130,22 @@ def cli_in_process(args: list[str], cwd: Path | None = None) -> subprocess.Compl
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
+def main_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """`sim.cli.main` in this process, its output read from capsys: (exit code, stdout,
+    stderr)."""
+    from sim.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return exit_.value.code, out, err
+
+
+def flat(text: str) -> str:
+    """Text with every run of whitespace one space (rich wraps lines at the terminal)."""
+    return " ".join(text.split())
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

@@ -18,23 +18,13 @@ import pytest
 import yaml
 
 from sim import scenario
-from sim.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, flat, main_in_process
 from tests.unit.test_infeasible import DOC, NODES, REASON, refuse
 
 FAST = ["--workers", "1", "--no-progress"]
 
 
-def trainsim(capsys, *args: str) -> tuple[int, str, str]:
-    """Run a command in-process: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exit_:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exit_.value.code, out, err
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
+trainsim = main_in_process
 
 
 @pytest.fixture

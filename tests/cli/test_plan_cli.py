@@ -15,7 +15,7 @@ import pytest
 
 from sim import montecarlo, planner
 from sim.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, flat, main_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
 # 16 nodes take 17.7 days without failures: 8 nodes (35.4 days) can never meet 18.5 days,
@@ -27,16 +27,7 @@ DEADLINE, QUANTILE, FIRST, MOST = 18.5, 0.9, 16, 128
 FAST = ["--workers", "1", "--no-progress"]
 
 
-def trainsim(capsys, *args: str) -> tuple[int, str, str]:
-    """Run a command in-process: (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exit_:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return exit_.value.code, out, err
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
+trainsim = main_in_process
 
 
 @pytest.fixture(scope="module")
