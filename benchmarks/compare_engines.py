@@ -108,7 +108,9 @@ def random_documents(count: int, seed: int) -> dict[str, dict]:
             scenario = random_scenario(rng, ops, gray)
         except ScenarioError:  # refused at the edge (a fat tree too small), as the soak does
             continue
-        docs[f"soak-{seed}-{i}"] = scenario.model_dump(mode="json", exclude_defaults=True)
+        docs[f"soak-{seed}-{i}"] = scenario.model_dump(
+            mode="json", exclude_defaults=True, by_alias=True
+        )
         i += 1
     return docs
 
