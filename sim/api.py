@@ -4,25 +4,52 @@
 With `out` it first creates the run directory (so an unwritable path fails before
 any work), streams finished chunks into it, and finalises it (replicas.parquet,
 summaries, figures); an interrupted run is marked so and `resume_run` completes it.
+One process writes a run directory at a time (`RunDir`'s lock); a resume checks that
+the scenario, seed and replicas are those the run started with (its fingerprint) and
+sets aside parts that cannot be merged, running their replicas again. A full disk is
+said as such, with what was kept and how to resume.
 A sweep point that cannot run (`Point.infeasible`) is never simulated: it has no
 replica rows, and the summaries list it with its reason and no metric.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim import analysis, feasibility, plots
+from sim import analysis, feasibility, incident_log, plots
 from sim.engine import build_plan, simulate_replica
-from sim.montecarlo import Interrupted, default_workers, frame_of, sweep_types
+from sim.montecarlo import (
+    Interrupted,
+    default_workers,
+    frame_of,
+    part_schema,
+    stop_on_signals,
+    sweep_types,
+)
 from sim.montecarlo import run as run_montecarlo
-from sim.results import RunDir, TableOfRun, chrome_trace
+from sim.results import (
+    PartCheck,
+    PartsRejected,
+    RunDir,
+    TableOfRun,
+    chrome_trace,
+    is_disk_error,
+    read_bounded,
+    resume_command,
+    schema_difference,
+    trainsim_command,
+)
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
 # the columns the standard figures read (not the whole table)
@@ -63,6 +90,7 @@ def run_scenario(
     scheduler: str | None = None,
     points: range | None = None,
     target_ci: float | None = None,
+    incidents: bool = False,
 ) -> RunOutcome:
     """Run every sweep point of a scenario (or the `points` slice); stream into
     `out/<name>/<run-id>/` when `out` is given (else keep the table in memory). With
@@ -80,8 +108,8 @@ def run_scenario(
     workers = default_workers() if workers is None else workers
     executor = executor or base.executor or ("processes" if workers > 1 else "serial")
     if out is None:
-        if points is not None or target_ci is not None:
-            raise ValueError("points slices and target_ci need a run directory (out)")
+        if points is not None or target_ci is not None or incidents:
+            raise ValueError("points slices, target_ci and incidents need a run directory (out)")
         table = run_montecarlo(
             scenario_set, replicas, seed, workers, executor, progress, scheduler=scheduler
         )
@@ -100,6 +128,8 @@ def run_scenario(
         extra["points_slice"] = [points.start, points.stop]
     if target_ci is not None:
         extra["target_ci"] = target_ci
+    if incidents:
+        extra["incidents"] = True  # every replica's failures: incidents.parquet
     if executor == "dask" and scheduler:
         from sim.dask_executor import check_scheduler
 
@@ -117,24 +147,81 @@ def resume_run(
     scheduler: str | None = None,
 ) -> RunOutcome:
     """Finish an interrupted (or killed) run: only the replicas no part holds are run, and
-    the table is identical to an uninterrupted run's."""
-    run = RunDir.open(run_dir)
-    status = run.manifest.get("status")
-    if status == "complete":
-        raise ScenarioError("--resume", str(run_dir), "this run is complete: nothing to resume")
-    if "plan" in run.manifest:  # resuming would run its whole grid, not the race
-        raise ScenarioError(
-            "--resume", str(run_dir), "this is a `trainsim plan` run, which does not resume: "
-            "run the plan command again",
-        )  # fmt: skip
-    scenario_set = load_scenario(run.path / "scenario.yaml")
-    if workers is not None:
-        run.manifest["workers"] = workers
-    if executor is not None:
-        run.manifest["executor"] = executor
-    run.manifest.setdefault("resumed", []).append(run.manifest.get("ended"))
-    run.set_status("running")
+    the table is identical to an uninterrupted run's. Refused (ScenarioError) while another
+    process writes the directory, and when its scenario, seed or replicas were edited."""
+    run = RunDir.open(run_dir, "--resume", lock=True)
+    try:
+        status = run.manifest["status"]
+        table = run.path / "replicas.parquet"
+        if status == "complete":
+            if _readable_table(table):
+                raise ScenarioError(
+                    "--resume", str(run_dir), "this run is complete: nothing to resume"
+                )
+            print(
+                f"note: {run_dir} is complete but its replicas.parquet is missing or "
+                "unreadable: running its replicas again (the table comes out the same)",
+                file=sys.stderr,
+            )
+        if "plan" in run.manifest:  # resuming would run its whole grid, not the race
+            raise ScenarioError(
+                "--resume", str(run_dir), "this is a `trainsim plan` run, which does not "
+                "resume: run the plan command again",
+            )  # fmt: skip
+        if "merged_from" in run.manifest:
+            raise ScenarioError(
+                "--resume", str(run_dir), "this run merges slices (trainsim merge): resume "
+                "the slices, then merge them again",
+            )  # fmt: skip
+        run.check_fingerprint()
+        scenario_set = load_scenario(run.path / "scenario.yaml")
+        if len(scenario_set.points) != run.manifest.get("points", len(scenario_set.points)):
+            raise ScenarioError(
+                str(run.path / "scenario.yaml"), "sweep", f"has {len(scenario_set.points)} "
+                f"points, run.json says {run.manifest['points']}: the run's files were edited",
+            )  # fmt: skip
+        if workers is not None:
+            run.manifest["workers"] = workers
+        if executor is not None:
+            run.manifest["executor"] = executor
+        run.manifest.setdefault("resumed", []).append(run.manifest.get("ended"))
+        run.parts_dir.mkdir(exist_ok=True)  # gone with a complete run's table
+        run.set_status("running")
+    except BaseException:
+        run.release()
+        raise
     return _complete(run, scenario_set, progress, figures, False, [], scheduler)
+
+
+def _readable_table(path: Path) -> bool:
+    try:
+        return pq.ParquetFile(path).metadata.num_rows >= 0
+    except Exception:  # noqa: BLE001 - missing, truncated, not parquet: not a table
+        return False
+
+
+def part_check(run: RunDir, scenario_set: ScenarioSet) -> PartCheck:
+    """What the parts of `run` must be (see `RunDir.check_parts`)."""
+    manifest = run.manifest
+    points = _slice(manifest)
+    seed = manifest["seed"]
+
+    @functools.cache
+    def schema_of(point: int):
+        return part_schema(scenario_set, point, seed)
+
+    def allowed(point: int) -> bool:
+        return (
+            0 <= point < len(scenario_set.points)
+            and scenario_set.points[point].infeasible is None
+            and (points is None or point in points)
+        )
+
+    return PartCheck(schema_of, seed, manifest["replicas"], allowed)
+
+
+# a part set aside is run again; parts still bad after this many rounds: the run stops
+ROUNDS = 3
 
 
 def _complete(
@@ -149,6 +236,7 @@ def _complete(
     manifest = run.manifest
     seed, replicas = manifest["seed"], manifest["replicas"]
     points = _slice(manifest)
+    check = part_check(run, scenario_set)
 
     def simulate(count: int, which) -> None:
         run_montecarlo(
@@ -158,27 +246,75 @@ def _complete(
             manifest["workers"],
             manifest["executor"],
             progress,
-            sink=run.write_part,
+            sink=incident_log.sink(run.write_part, run.parts_dir)
+            if manifest.get("incidents")
+            else run.write_part,
             done=run.done(),
             points=which,
             scheduler=scheduler,
+            incidents=bool(manifest.get("incidents")),
         )
 
     try:
-        if manifest.get("target_ci"):
-            which = points if points is not None else range(len(scenario_set.points))
-            _adaptive(
-                run, simulate, [p for p in which if scenario_set.points[p].infeasible is None]
-            )
-        else:
-            simulate(replicas, points)
+        for attempt in range(ROUNDS):
+            rejected = run.check_parts(check)  # a bad part is never merged: run again
+            if rejected and attempt == ROUNDS - 1:
+                path, why = rejected[0]
+                raise ScenarioError(
+                    str(path), "", f"{why}: a part of this run came out bad {ROUNDS} times "
+                    f"(set aside in {run.path / 'rejected-parts'}); check the disk",
+                )  # fmt: skip
+            if manifest.get("target_ci"):
+                which = points if points is not None else range(len(scenario_set.points))
+                _adaptive(
+                    run, simulate, [p for p in which if scenario_set.points[p].infeasible is None]
+                )
+            else:
+                simulate(replicas, points)
+            if run.check_parts(check):
+                continue  # parts went bad meanwhile: their replicas run again
+            try:
+                return finalise(run, scenario_set, figures, timeline, problems, retry=True)
+            except PartsRejected:
+                continue
+        raise ScenarioError(
+            str(run.path / "parts"), "", f"parts of this run came out bad {ROUNDS} times "
+            f"(set aside in {run.path / 'rejected-parts'}); check the disk",
+        )  # fmt: skip
     except Interrupted as stop:
-        run.set_status("interrupted", signal=stop.signal_name)
+        run.try_status("interrupted", signal=stop.signal_name)
         raise RunInterrupted(run.path, stop) from None
+    except OSError as exc:
+        if not is_disk_error(exc):
+            run.try_status("failed")
+            raise
+        run.try_status("failed", error=str(exc)[:300])
+        raise disk_full(run, scenario_set, exc) from None
     except BaseException:
-        run.set_status("failed")
+        run.try_status("failed")
         raise
-    return finalise(run, scenario_set, figures, timeline, problems)
+
+
+def disk_full(run: RunDir, scenario_set: ScenarioSet, exc: OSError) -> ScenarioError:
+    """The message for a run that ran out of disk: what was kept, how to go on."""
+    points = _slice(run.manifest)
+    runnable = [
+        p for p in scenario_set.points
+        if p.infeasible is None and (points is None or p.index in points)
+    ]  # fmt: skip
+    parts = run.parts()
+    kept = sum(count for _, _, count, _ in parts)
+    total = run.manifest["replicas"] * len(runnable)
+    what = exc.strerror or str(exc).split(". Detail")[0][:200]
+    return ScenarioError(
+        "--out",
+        str(run.path),
+        f"the disk is full or not writable ({what}). Kept: {kept:,} of {total:,} replicas in "
+        f"{len(parts):,} parts under {run.path / 'parts'}. Free some space and resume with "
+        f"`{resume_command(run.path)}`, or copy the run directory to a disk with room "
+        f"(cp -r {run.path} NEW_DIR) and resume there with "
+        f"`{trainsim_command()} run --resume NEW_DIR`",
+    )
 
 
 def _slice(manifest: dict[str, Any]) -> range | None:
@@ -226,11 +362,16 @@ def finalise(
     figures: bool = True,
     timeline: bool = False,
     problems: list[feasibility.Problem] | None = None,
+    retry: bool = False,
 ) -> RunOutcome:
     """Merge the parts, write the summaries and figures, and mark the run complete. The
-    infeasible points (of the run's slice) are in the summaries, with their reason."""
+    infeasible points (of the run's slice) are in the summaries, with their reason.
+
+    The parts stay until the status says complete: killed at any instant, the run resumes
+    (a resume merges again). SIGINT/SIGTERM meanwhile stop at once (`Interrupted`). A part
+    that cannot be read is set aside: PartsRejected with `retry` (the caller runs its
+    replicas again), else a ScenarioError naming it."""
     manifest = run.manifest
-    seed, replicas = manifest["seed"], manifest["replicas"]
     points = _slice(manifest)
     infeasible = {
         p.index
@@ -238,51 +379,113 @@ def finalise(
         if p.infeasible is not None and (points is None or p.index in points)
     }
     try:
-        table_path = _merge(run, scenario_set, points)
-        summary = analysis.summarize_file(table_path, scenario_set.swept_keys)
-        light = pd.read_parquet(table_path, columns=["point", "finished", "error"])
-        doc = analysis.summary_json(scenario_set, light, summary, replicas, seed)
-        present = set(light["point"].unique()) | infeasible
-        doc["points"] = [p for p in doc["points"] if p["point"] in present]
-        summary = analysis.with_infeasible(summary, scenario_set, infeasible)
-        for point in doc["points"]:
-            point["replicas"] = int((light["point"] == point["point"]).sum())
-            adaptive = manifest.get("adaptive", {}).get(str(point["point"]))
-            if adaptive:
-                point["ci_half_width_days"] = adaptive["half_width_days"]
-        doc["run_dir"] = str(run.path)
-        summary.to_csv(run.path / "summary.csv", index=False)
-        (run.path / "summary.json").write_text(_dumps(doc))
-        if timeline:
-            first = (scenario_set.feasible or scenario_set.points)[0]
-            record = simulate_replica(build_plan(first.scenario), 0, seed, timeline=True)
-            (run.path / "timeline.json").write_text(_dumps(chrome_trace(record.timeline)))
-        if figures and len(light):  # a slice of infeasible points only has nothing to draw
-            keys = scenario_set.varied_keys  # the figures' axes: keys with several values
-            # a table of an older version lacks some columns: their figures are skipped
-            names = set(pq.read_schema(table_path).names)
-            columns = [c for c in FIGURE_COLUMNS if c in names]
-            columns += [k for k in keys if k not in columns]
-            marks = {key: analysis.interval_marks(scenario_set.runnable_base, key) for key in keys}
-            # only the columns the figures read, error rows dropped (as the strings of the
-            # scenario and error columns are what would grow with the replicas)
-            rows = pd.read_parquet(table_path, columns=columns)
-            rows = rows[(light["error"] == "").to_numpy()]
-            rows["scenario"] = pd.Categorical.from_codes(
-                [0] * len(rows), categories=[scenario_set.name]
-            )
-            plots.write_figures(
-                rows,
-                summary,
-                run.path / "figures",
-                keys,
-                marks,
-            )
-    except BaseException:
-        run.set_status("failed")
+        with stop_on_signals():
+            summary, doc = _finalise(run, scenario_set, figures, timeline, points, infeasible)
+    except PartsRejected as bad:
+        if retry:
+            raise
+        run.try_status("failed")
+        raise ScenarioError(
+            str(bad), "", f"a part of {run.path} cannot be read: set aside in "
+            f"{run.path / 'rejected-parts'}; `{resume_command(run.path)}` runs its replicas again",
+        ) from None  # fmt: skip
+    except Interrupted:
         raise
-    run.set_status("complete")
+    except OSError as exc:
+        run.try_status("failed")
+        if is_disk_error(exc):
+            raise disk_full(run, scenario_set, exc) from None
+        raise
+    except BaseException:
+        run.try_status("failed")
+        raise
+    run.set_status("complete", release=False)
+    run.remove_parts()  # complete: the table holds every row
+    run.release()
     return RunOutcome(scenario_set, summary, doc, run.path, problems or [])
+
+
+def _finalise(
+    run: RunDir,
+    scenario_set: ScenarioSet,
+    figures: bool,
+    timeline: bool,
+    points: range | None,
+    infeasible: set[int],
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """`finalise`'s work: the merged table, summary.csv, summary.json, timeline, figures."""
+    manifest = run.manifest
+    seed, replicas = manifest["seed"], manifest["replicas"]
+    if manifest.get("incidents"):
+        incident_log.merge(run.path)  # before the replica parts go
+    table_path = _merge(run, scenario_set, points)
+    summary = analysis.summarize_file(table_path, scenario_set.swept_keys)
+    light = pd.read_parquet(table_path, columns=["point", "finished", "error"])
+    doc = analysis.summary_json(scenario_set, light, summary, replicas, seed)
+    present = set(light["point"].unique()) | infeasible
+    doc["points"] = [p for p in doc["points"] if p["point"] in present]
+    summary = analysis.with_infeasible(summary, scenario_set, infeasible)
+    for point in doc["points"]:
+        point["replicas"] = int((light["point"] == point["point"]).sum())
+        adaptive = manifest.get("adaptive", {}).get(str(point["point"]))
+        if adaptive:
+            point["ci_half_width_days"] = adaptive["half_width_days"]
+    doc["run_dir"] = str(run.path)
+    summary.to_csv(run.path / "summary.csv", index=False)
+    (run.path / "summary.json").write_text(_dumps(doc))
+    if timeline:
+        first = (scenario_set.feasible or scenario_set.points)[0]
+        record = simulate_replica(build_plan(first.scenario), 0, seed, timeline=True)
+        (run.path / "timeline.json").write_text(_dumps(chrome_trace(record.timeline)))
+    if figures and len(light):  # a slice of infeasible points only has nothing to draw
+        keys = scenario_set.varied_keys  # the figures' axes: keys with several values
+        # a table of an older version lacks some columns: their figures are skipped
+        names = set(pq.read_schema(table_path).names)
+        marks = {key: analysis.interval_marks(scenario_set.runnable_base, key) for key in keys}
+        rows, means = figure_inputs(table_path, names, keys, light, scenario_set.name)
+        plots.write_figures(
+            rows,
+            summary,
+            run.path / "figures",
+            keys,
+            marks,
+            label=plots.run_label(
+                scenario_set.name,
+                manifest.get("overrides") or [],
+                scenario_set.resolved.get("sweep"),
+            ),
+            means=means,
+        )
+    return summary, doc
+
+
+# the columns the distribution figures draw for every replica; the bar figures read only
+# each point's mean of the other FIGURE_COLUMNS
+DISTRIBUTION_COLUMNS = ["point", "finished", "time_to_train_days", "ideal_hours", "lost_work_hours"]
+
+
+def figure_inputs(
+    table_path: Path, names: set[str], keys: list[str], light: pd.DataFrame, scenario: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What `plots.write_figures` draws, read within bounds: the replicas' rows of the few
+    columns the distributions need (error rows dropped), and one row per point with the
+    mean of every breakdown column, each read from the table one column at a time. Memory
+    grows with the replicas by a few columns, not by the table's sixty."""
+    ok = (light["error"] == "").to_numpy()
+    wanted = [c for c in dict.fromkeys([*DISTRIBUTION_COLUMNS, *keys]) if c in names]
+    rows = pd.read_parquet(table_path, columns=wanted)[ok].reset_index(drop=True)
+    rows["scenario"] = pd.Categorical.from_codes([0] * len(rows), categories=[scenario])
+    points, codes = np.unique(rows["point"].to_numpy(), return_inverse=True)
+    means = rows.groupby("point", sort=True, observed=True)[["scenario", *keys]].first()
+    means = means.reset_index()
+    for column in (c for c in FIGURE_COLUMNS if c in names and c not in ("point", "finished")):
+        values = pq.read_table(table_path, columns=[column]).column(0)
+        values = values.to_numpy(zero_copy_only=False).astype(float, copy=False)[ok]
+        valid = ~np.isnan(values)
+        sums = np.bincount(codes[valid], weights=values[valid], minlength=len(points))
+        counts = np.bincount(codes[valid], minlength=len(points))
+        means[column] = np.divide(sums, counts, out=np.full(len(points), np.nan), where=counts > 0)
+    return rows, means
 
 
 def _merge(run: RunDir, scenario_set: ScenarioSet, points: range | None) -> Path:
@@ -298,45 +501,101 @@ def _merge(run: RunDir, scenario_set: ScenarioSet, points: range | None) -> Path
 
 def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True) -> RunOutcome:
     """Join runs of slices of one sweep (`--points I:J`) into one run, equal to the run of
-    the whole sweep: same scenario, seed and replicas, disjoint points."""
-    runs = [RunDir.open(d) for d in run_dirs]
+    the whole sweep: same scenario, seed and replicas, disjoint points. Each slice's table
+    is checked (a regular, readable parquet file of the run's schema) before anything is
+    written, and copied a batch of rows at a time."""
+    runs = [RunDir.open(d, "merge") for d in run_dirs]
     if not runs:
         raise ScenarioError("merge", "", "give the run directories to merge")
-    texts = {(r.path / "scenario.yaml").read_text() for r in runs}
+    texts = {
+        read_bounded(r.path / "scenario.yaml", MAX_SCENARIO_BYTES, "resolved scenario")
+        for r in runs
+    }
     if len(texts) != 1:
         raise ScenarioError(
             "merge", str(runs[1].path), "the runs differ in scenario, seed or replicas: "
             "only slices of one sweep (the same scenario.yaml) can be merged",
         )  # fmt: skip
+    scenario_set = load_scenario(runs[0].path / "scenario.yaml")
+    first = runs[0].manifest
     seen: dict[int, Path] = {}
     for r in runs:
         if r.manifest.get("status") != "complete":
             raise ScenarioError(
                 "merge", str(r.path), "this run is not complete (--resume it first)"
             )
-        for point in pd.read_parquet(r.path / "replicas.parquet", columns=["point"])[
-            "point"
-        ].unique():
-            if int(point) in seen:
+        for point in _slice_points(r, scenario_set):
+            if point in seen:
                 raise ScenarioError(
-                    "merge", str(r.path), f"sweep point {point} is also in {seen[int(point)]}"
+                    "merge", str(r.path), f"sweep point {point} is also in {seen[point]}"
                 )
-            seen[int(point)] = r.path
-    scenario_set = load_scenario(runs[0].path / "scenario.yaml")
-    first = runs[0].manifest
+            seen[point] = r.path
     merged = RunDir.create(
         out, scenario_set, first["seed"], first["replicas"], first["executor"], first["workers"],
-        extra={"merged_from": [str(r.path) for r in runs]},
+        extra={"merged_from": [str(r.path) for r in runs],
+               "overrides": first.get("overrides") or []},
     )  # fmt: skip
-    for r in runs:
-        table = pd.read_parquet(r.path / "replicas.parquet")
-        for point, rows in table.groupby("point", sort=True):
-            merged.write_part(int(point), int(rows["replica"].iloc[0]), rows)
+    try:
+        for r in runs:
+            table = pq.ParquetFile(r.path / "replicas.parquet")
+            for batch in table.iter_batches(batch_size=MERGE_BATCH):
+                rows = batch.to_pandas()
+                for point, group in rows.groupby("point", sort=True):
+                    merged.write_part(int(point), int(group["replica"].iloc[0]), group)
+    except BaseException:
+        merged.try_status("failed")
+        raise
     infeasible = {p.index for p in scenario_set.points if p.infeasible is not None}
     missing = sorted(set(range(len(scenario_set.points))) - set(seen) - infeasible)
     if missing:
         merged.manifest["missing_points"] = missing
     return finalise(merged, scenario_set, figures)
+
+
+MAX_SCENARIO_BYTES = 1_000_000
+MERGE_BATCH = 10_000  # rows of a slice's table in memory at a time
+
+
+def _slice_points(run: RunDir, scenario_set: ScenarioSet) -> list[int]:
+    """The sweep points of a slice's replicas.parquet, after checking that it is a regular,
+    readable parquet file with the run's columns and whole rows (each point's replicas
+    0..n-1 in order, the run's seed); else a ScenarioError naming the file."""
+    path = run.path / "replicas.parquet"
+
+    def bad(why: str) -> ScenarioError:
+        return ScenarioError(
+            str(path), "", f"{why}: expected the replica table of a complete slice; run "
+            f"`{resume_command(run.path)}` if its parts are still there, else run the slice again",
+        )  # fmt: skip
+
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise bad(f"cannot read it ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise bad("not a regular file")
+    try:
+        file = pq.ParquetFile(path)
+        points = file.read(columns=["point", "replica", "seed"]).to_pandas()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise bad(f"not a readable parquet file ({type(exc).__name__}: {str(exc)[:200]})") from None
+    found = sorted(int(p) for p in points["point"].unique())
+    allowed = part_check(run, scenario_set)
+    for point in found:
+        if not allowed.points(point) and not (
+            0 <= point < len(scenario_set.points) and run.manifest.get("merged_from")
+        ):
+            raise bad(f"rows of sweep point {point}, which this slice does not run")
+        schema = file.schema_arrow.remove_metadata()
+        expected = allowed.schema_of(point)
+        if not schema.equals(expected):
+            raise bad(schema_difference(schema, expected) or "another schema")
+        replicas = points.loc[points["point"] == point, "replica"].tolist()
+        if replicas != list(range(len(replicas))) or len(replicas) > run.manifest["replicas"]:
+            raise bad(f"the replicas of point {point} are not 0..n-1 in order")
+    if len(points) and not (points["seed"] == run.manifest["seed"]).all():
+        raise bad(f"rows of another seed than the run's {run.manifest['seed']}")
+    return found
 
 
 def _dumps(doc: dict[str, Any]) -> str:

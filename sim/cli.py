@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -20,12 +21,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sim import analysis, compare, feasibility, perf, planner
+from sim import analysis, answer, arguments, compare, feasibility, perf, planner
 from sim import report as run_report
 from sim.api import RunInterrupted, RunOutcome, merge_runs, resume_run, run_scenario
 from sim.columns import SUMMARY_METRICS
+from sim.data_commands import fit as fit_command
+from sim.data_commands import forecast as forecast_command
+from sim.results import protect_run_files
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
-from sim.schema import MAX_SEED
+
+# the output root of run, optimize, plan and merge when --out is not given (else results/)
+RESULTS_ENV = arguments.RESULTS_ENV
 
 scenario_argument = click.argument("scenario", type=click.Path(path_type=Path))
 set_option = click.option(
@@ -63,17 +69,18 @@ scheduler_option = click.option(
 @click.argument("scenario", required=False, type=click.Path(path_type=Path))
 @click.option(
     "--replicas",
-    type=click.IntRange(min=1),
-    help="Replicas per sweep point [scenario's simulation.replicas].",
+    type=arguments.REPLICAS,
+    help="Replicas per sweep point [scenario's simulation.replicas]; at most 1,000,000 per "
+    "point and 10,000,000 per run.",
 )
 @click.option(
     "--seed",
-    type=click.IntRange(min=0, max=MAX_SEED),
+    type=arguments.SEED,
     help="Base seed [scenario's simulation.seed].",
 )
 @click.option(
     "--workers",
-    type=click.IntRange(min=1),
+    type=arguments.WORKERS,
     help="Worker processes [all cores]; with --scheduler, the cluster's workers (it sizes chunks).",
 )
 @executor_option
@@ -90,18 +97,20 @@ scheduler_option = click.option(
     "--out",
     type=click.Path(path_type=Path),
     default=Path("results"),
+    envvar=RESULTS_ENV,
     show_default=True,
-    help="Results root.",
+    help=f"Results root [${RESULTS_ENV}, else results].",
 )
 @click.option(
     "--points",
     "points_slice",
+    type=arguments.POINTS,
     metavar="I:J",
     help="Run sweep points I..J-1 only (a slice for a job array; join with trainsim merge).",
 )
 @click.option(
     "--target-ci",
-    type=click.FloatRange(min=0, min_open=True, max=1),
+    type=arguments.SHARE,
     metavar="REL",
     help="Add replicas per point until the 95%% half-width of mean time to train is at most "
     "REL x the mean (at most --replicas).",
@@ -114,6 +123,11 @@ scheduler_option = click.option(
 )
 @json_option
 @click.option("--timeline", is_flag=True, help="Also write timeline.json (replica 0) for Perfetto.")
+@click.option(
+    "--incidents",
+    is_flag=True,
+    help="Also write incidents.parquet: every replica's failures, the log trainsim fit reads.",
+)
 @click.option("--figures/--no-figures", default=True, show_default=True, help="Write figures/.")
 @click.option(
     "--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr."
@@ -133,6 +147,7 @@ def run(
     resume,
     as_json,
     timeline,
+    incidents,
     figures,
     progress,
 ) -> None:
@@ -151,8 +166,12 @@ def run(
         if resume is not None:
             outcome = resume_run(resume, workers, executor, progress, figures, scheduler)
         else:
+            loaded = _load(scenario, overrides, params)
+            total = feasibility.check_replicas(loaded, replicas, points_slice)
+            if progress and total > 1_000_000:  # listing them takes a moment: say so at once
+                print(f"{total:,} replicas to run: preparing them...", file=sys.stderr)
             outcome = run_scenario(
-                _load(scenario, overrides, params),
+                loaded,
                 replicas=replicas,
                 seed=seed,
                 workers=workers,
@@ -162,14 +181,17 @@ def run(
                 figures=figures,
                 timeline=timeline,
                 scheduler=scheduler,
-                points=_points(points_slice),
+                points=points_slice,
                 target_ci=target_ci,
+                incidents=incidents,
             )
     except RunInterrupted as stop:
         print(
             f"interrupted ({stop.cause.signal_name}): {stop.cause.done:,} of "
             f"{stop.cause.total:,} replicas done and kept in {stop.run_dir}\n"
-            f"resume with: trainsim run --resume {stop.run_dir}",
+            # a command that runs as printed: trainsim's full path when it is not on PATH
+            f"resume with: {answer.invocation()} run --resume "
+            f"{shlex.quote(str(stop.run_dir))}",
             file=sys.stderr,
         )
         sys.exit(130)
@@ -253,9 +275,9 @@ def calc(scenario, overrides, as_json) -> None:
     help="The key to optimise and its candidate values, e.g. checkpoint.interval_minutes=10,20,40.",
 )
 @set_option
-@click.option("--replicas", type=click.IntRange(min=2), help="Replicas per candidate.")
-@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), help="Base seed.")
-@click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
+@click.option("--replicas", type=arguments.REPLICAS_2, help="Replicas per candidate.")
+@click.option("--seed", type=arguments.SEED, help="Base seed.")
+@click.option("--workers", type=arguments.WORKERS, help="Worker processes [all cores].")
 @click.option(
     "--metric",
     default="time_to_train_days",
@@ -278,7 +300,14 @@ def calc(scenario, overrides, as_json) -> None:
 @click.option(
     "--statistic", default="mean", show_default=True, help="mean, or a percentile such as p95."
 )
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("results"),
+    envvar=RESULTS_ENV,
+    show_default=True,
+    help=f"Results root [${RESULTS_ENV}, else results].",
+)
 @json_option
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def optimize(
@@ -338,6 +367,11 @@ def optimize(
             + "; ".join(f"{_fmt_value(v)}: {reason}" for v, reason in infeasible.items()),
             param_hint="--param",
         )
+    feasibility.check(loaded)
+    feasibility.check_replicas(loaded, replicas)
+    undefined = feasibility.metric_problem(loaded, metric)
+    if undefined is not None:
+        raise click.BadParameter(undefined, param_hint="--metric")
     outcome = run_scenario(
         loaded,
         replicas=replicas,
@@ -432,13 +466,13 @@ def optimize(
 )
 @click.option(
     "--deadline-days",
-    type=click.FloatRange(min=0, min_open=True),
+    type=arguments.DAYS,
     required=True,
     help="The deadline: time to train must be at most this many days ...",
 )
 @click.option(
     "--quantile",
-    type=click.FloatRange(min=0, min_open=True, max=1),
+    type=arguments.SHARE,
     default=0.95,
     show_default=True,
     help="... in at least this share of replicas (unfinished ones miss it).",
@@ -451,21 +485,21 @@ def optimize(
 )
 @click.option(
     "--replicas-first",
-    type=click.IntRange(min=2),
+    type=arguments.REPLICAS_2,
     default=planner.FIRST_REPLICAS,
     show_default=True,
     help="Replicas every point gets in the first round (each round doubles them).",
 )
 @click.option(
     "--replicas-max",
-    type=click.IntRange(min=2),
+    type=arguments.REPLICAS_2,
     default=planner.MAX_REPLICAS,
     show_default=True,
     help="Replicas a point gets at most.",
 )
 @click.option(
     "--precision",
-    type=click.FloatRange(min=0, min_open=True),
+    type=arguments.POSITIVE,
     default=planner.PRECISION,
     show_default=True,
     metavar="REL",
@@ -473,16 +507,17 @@ def optimize(
     "clearly feasible point.",
 )
 @set_option
-@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), help="Base seed.")
-@click.option("--workers", type=click.IntRange(min=1), help="Worker processes [all cores].")
+@click.option("--seed", type=arguments.SEED, help="Base seed.")
+@click.option("--workers", type=arguments.WORKERS, help="Worker processes [all cores].")
 @executor_option
 @scheduler_option
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
     default=Path("results"),
+    envvar=RESULTS_ENV,
     show_default=True,
-    help="Results root.",
+    help=f"Results root [${RESULTS_ENV}, else results].",
 )
 @json_option
 @click.option(
@@ -665,15 +700,17 @@ def _print_plan(doc: dict) -> None:
     )
     for key in keys:
         front.add_column(key.split(".")[-1].replace("_", " "), justify="right")
-    for column in [f"{quantile_name} days", "mean cost", "P(meet)", "status"]:
-        front.add_column(column, justify="right")
+    for column in [f"{quantile_name} days", "mean cost", "P(meet)", "against the chosen point"]:
+        front.add_column(column, justify="left" if column.startswith("against") else "right")
     for row in doc["pareto"]:
         front.add_row(
             *(_fmt_value(row[k]) for k in keys),
             _fmt(row["time_to_train_days_at_quantile"]),
             _fmt_metric("cost_usd", row["cost_usd_mean"]),
             f"{row['p_meet']:.3f}",
-            row["status"],
+            # not its status: `dominated` there means worse on the objective alone, and a
+            # faster, costlier point is rightly on the time-cost front
+            answer.front_role(row, doc),
         )
     console.print(front)
     spent, full = doc["replicas_spent"], doc["replicas_full_grid"]
@@ -691,7 +728,14 @@ def _print_plan(doc: dict) -> None:
 
 @app.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("results"),
+    envvar=RESULTS_ENV,
+    show_default=True,
+    help=f"Results root [${RESULTS_ENV}, else results].",
+)
 @click.option("--figures/--no-figures", default=True, show_default=True)
 @json_option
 def merge(run_dirs, out, figures, as_json) -> None:
@@ -850,11 +894,11 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
 @click.argument("run_b", type=click.Path(path_type=Path))
 @click.option(
     "--point-a",
-    type=click.IntRange(min=0),
+    type=arguments.POINT,
     metavar="I",
     help="Compare only sweep point I of RUN_A (the `point` of its summary).",
 )
-@click.option("--point-b", type=click.IntRange(min=0), metavar="J", help="The same for RUN_B.")
+@click.option("--point-b", type=arguments.POINT, metavar="J", help="The same for RUN_B.")
 @click.option(
     "--figure",
     type=click.Path(path_type=Path),
@@ -862,23 +906,36 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
     help="Where to write the time-to-train figure [RUN_B/compare-with-<RUN_A id>.png].",
 )
 @click.option("--no-figure", is_flag=True, help="Write no figure.")
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Show every metric [the headline ones and those whose 95% CI excludes zero].",
+)
 @json_option
-def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, as_json) -> None:
-    """Two runs side by side: every metric's mean in A and B, B − A with a 95% CI, which is
-    better. Paired by replica when both share seed and replica ids, else Welch's t.
+def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as_json) -> None:
+    """Two runs side by side: the headline metrics and every one that clearly differs (--all:
+    every metric), the means in A and B, B − A with a 95% CI, which is better. Paired by
+    replica when both share seed and replica ids, else Welch's t.
 
     Sweep points are matched by their swept values (one run with one point: against each
     point of the other); --point-a/--point-b pick one point of each.
     """
     if no_figure and figure is not None:
         raise click.UsageError("give --figure PATH or --no-figure, not both")
+    if figure is not None:
+        arguments.check_figure_path(figure)
+        for run_dir in (run_a, run_b):  # never over a run's own table, manifest or parts
+            protect_run_files(run_dir, figure, "--figure")
     result = compare.compare_runs(run_a, run_b, point_a, point_b)
     written = None if no_figure else compare.write_figure(result, figure)
     if as_json:
         print(json.dumps(compare.to_json(result, written), default=_json_default))
         return
     console = _console()
-    for item in compare.tables(result):
+    if result.a.name != result.b.name:  # the first line says so
+        console.print(arguments.different_scenarios(result.a.name, result.b.name))
+    for item in compare.tables(result, every):
         console.print(item)
     if written is not None:
         console.print(f"figure: {written}")
@@ -895,7 +952,44 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, as_json) 
 def report_command(run_dir, out) -> None:
     """One self-contained HTML page of a run: the scenario in words, the calculator, the
     summaries, every figure, cost, downtime and failures, plan results, provenance."""
+    if out is not None:  # never over the run's own table, manifest, parts or figures
+        protect_run_files(run_dir, out)
     print(f"report: {run_report.write_report(run_dir, out)}")
+
+
+@app.command(name="init")
+@click.argument("name")
+@click.option(
+    "--like",
+    metavar="SCENARIO",
+    help="Start from a shipped scenario's values (e.g. llama70b-1k) or a scenario file "
+    "[the worked example of docs/scenarios.md: 7B on 128 H100s, NFS checkpoints].",
+)
+@click.option("--force", is_flag=True, help="Overwrite NAME.yaml if it exists.")
+def init_command(name, like, force) -> None:
+    """Write NAME.yaml in the current directory: a commented scenario with every required
+    key and the common optional ones, each with its unit and source; it validates as written."""
+    from sim import scaffold
+
+    path = scaffold.write(name, like, force)
+    print(f"wrote {path}; check it with: trainsim validate {path}")
+
+
+@app.command(name="export")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Where to write the CSV [RUN_DIR/replicas.csv]; never one of the run's own files.",
+)
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+def export_command(run_dir, out, force) -> None:
+    """The per-replica table of a run (replicas.parquet) as CSV: one row per sweep point
+    and replica, the columns of docs/metrics.md."""
+    from sim import export
+
+    print(f"csv: {export.export_csv(run_dir, out, force)}")
 
 
 def _finite(value):
@@ -924,6 +1018,8 @@ def _print_run(outcome: RunOutcome) -> None:
         for column in ["metric", "mean", "± s.e.", "p5", "p50", "p95", "p99"]:
             table.add_column(column, justify="left" if column == "metric" else "right")
         for metric, label in SUMMARY_METRICS:
+            if metric == "wall_hours":  # time to train in hours: shown once, in days
+                continue
             s = rows.loc[metric]
             table.add_row(label, *(_fmt(s[k]) for k in ["mean", "sem", "p5", "p50", "p95", "p99"]))
         if point["finished"] == 0:
@@ -934,8 +1030,23 @@ def _print_run(outcome: RunOutcome) -> None:
         _print_sweep(console, outcome, keys)
     if any("ci_half_width_days" in point for point in doc["points"]):
         _print_adaptive(console, doc)
+    for line in answer.text_lines(_run_answer(outcome)):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if outcome.run_dir is not None:
         console.print(f"results: {outcome.run_dir}")
+
+
+def _best_rows(outcome: RunOutcome):
+    """The replica table's columns the best points need (read alone from the run directory)."""
+    if len(outcome.scenario_set.feasible) < 2:
+        return None
+    if outcome.run_dir is not None and (outcome.run_dir / "replicas.parquet").is_file():
+        return answer.read_best_rows(outcome.run_dir / "replicas.parquet")
+    return answer.best_rows(outcome.table)
+
+
+def _run_answer(outcome: RunOutcome) -> answer.RunAnswer:
+    return answer.run_answer(outcome.summary, outcome.scenario_set, _best_rows(outcome))
 
 
 def _print_adaptive(console: Console, doc: dict) -> None:
@@ -976,18 +1087,23 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
     summary = outcome.summary
     ttt = summary[summary["metric"] == "time_to_train_days"].set_index("point")
     lost = summary[summary["metric"] == "lost_work_hours"].set_index("point")
-    finished = ttt["mean"].dropna()
-    best_value = finished.min() if len(finished) else math.nan
-    leaders = [
-        p for p, v in finished.items() if abs(v - best_value) <= 1e-12 * max(1.0, best_value)
-    ]
+    cost = summary[summary["metric"] == "cost_usd"].set_index("point")
+    goodput = summary[summary["metric"] == "goodput"].set_index("point")
+    # best on time (mean wall time) and on cost (mean cost), as the answer below says
+    marks: dict[int, list[str]] = {}
+    rows = _best_rows(outcome)
+    for best in answer.best_points(rows) if rows is not None else []:
+        for p in [best.point, *best.tied]:
+            marks.setdefault(p, []).append(best.criterion + (" (tied)" if best.tied else ""))
     table = Table(
-        title="sweep: time to train by point (mean ± standard error, over finished replicas)",
+        title="sweep: time to train by point (mean ± standard error, over finished replicas), "
+        "cost and goodput (means)",
         title_justify="left",
     )
-    for key in keys:
-        table.add_column(key, justify="right")
-    for column in ["time to train (days)", "p95 (days)", "lost work (h)", "finished", "best"]:
+    for key in keys:  # interval_steps for checkpoint.interval_steps (unique endings)
+        table.add_column(answer.short_keys(keys)[key], justify="right")
+    for column in ["time to train (days)", "p95 (days)", "lost work (h)", "mean cost",
+                   "goodput", "finished", "best on"]:  # fmt: skip
         table.add_column(column, justify="right")
     fraction = summary[summary["metric"] == "finished_fraction"].set_index("point")["mean"]
     for entry in outcome.summary_doc["points"]:
@@ -996,9 +1112,7 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
             table.add_row(
                 *(_fmt_value(entry["params"].get(k)) for k in keys),
                 f"infeasible: {escape(entry['infeasible'])}",
-                "—",
-                "—",
-                "—",
+                *["—"] * 5,
                 "",
             )
             continue
@@ -1010,16 +1124,15 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
             if math.isfinite(row["mean"])
             else "— (none finished)"
         )
-        mark = ""
-        if point in leaders:
-            mark = "best" if len(leaders) == 1 else "tied"
         table.add_row(
             *(_fmt_value(row[k]) for k in keys),
             mean,
             _fmt(row["p95"]),
             _fmt(lost.loc[point, "mean"]),
+            _fmt_metric("cost_usd", cost.loc[point, "mean"]),
+            f"{goodput.loc[point, 'mean']:.2%}",
             f"{fraction.loc[point]:.0%}",
-            mark,
+            ", ".join(marks.get(int(point), [])),
         )
     console.print(table)
     if outcome.problems:
@@ -1032,17 +1145,6 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
 def _console() -> Console:
     """Tables on stdout; wide enough to stay readable when piped to a file."""
     return Console() if sys.stdout.isatty() else Console(width=120)
-
-
-def _points(text: str | None) -> range | None:
-    if text is None:
-        return None
-    first, sep, last = text.partition(":")
-    if not (sep and first.strip().isdigit() and last.strip().isdigit()):
-        raise click.BadParameter(
-            f"expected I:J (sweep points I..J-1), got {text!r}", param_hint="--points"
-        )
-    return range(int(first), int(last))
 
 
 def _load(path: Path, overrides=(), params=()) -> ScenarioSet:
@@ -1108,11 +1210,25 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 100 else f"{value:.1f}"
 
 
+# the commands that start from the user's own data (sim/data_commands.py)
+app.add_command(fit_command)
+app.add_command(forecast_command)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: maps bad input to exit 2 and internal errors to exit 1, never a traceback.
     `argv` (default: the command line) lets tests run a command in-process."""
     try:
         code = app.main(args=argv, standalone_mode=False, prog_name="trainsim")
+    except RunInterrupted as stop:  # optimize, merge (run and plan say their own)
+        print(
+            f"interrupted ({stop.cause.signal_name}): the replicas done are kept in "
+            f"{stop.run_dir} (`{answer.invocation()} run --resume "
+            f"{shlex.quote(str(stop.run_dir))}` completes its table); run the command "
+            "again for its answer",
+            file=sys.stderr,
+        )
+        sys.exit(130)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -17,7 +17,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from rich.table import Table
 
-from sim import analysis
+from sim import analysis, answer, palette
+from sim.plots import run_label
 from sim.results import read_manifest
 from sim.scenario import ScenarioError, read_yaml
 
@@ -138,6 +139,12 @@ class Comparison:
     unmatched_b: list[int]
     only_in_a: list[str]  # metrics only one run has (different failure classes, versions)
     only_in_b: list[str]
+    # keys of the resolved scenarios (beyond the sweep, the name, seed and replicas) whose
+    # values differ: key → (A's value, B's value)
+    differences: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    # each run's resolved scenario as dotted keys (a swept key: the file's value)
+    values_a: dict[str, Any] = field(default_factory=dict)
+    values_b: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- loading
@@ -158,7 +165,7 @@ def open_run(path: str | Path, label: str) -> Run:
         if status in ("running", "interrupted", "failed"):
             hint = (
                 f"the run is {status} and has no replicas.parquet yet; complete it with "
-                f"`trainsim run --resume {path}`"
+                f"`{answer.invocation()} run --resume {path}`"
             )
         else:
             hint = "it has no replicas.parquet (the replica table of a complete run)"
@@ -233,7 +240,53 @@ def compare_runs(
         unmatched_b,
         [m for m in metrics_a if m not in metrics_b],
         [m for m in metrics_b if m not in metrics_a],
+        *scenario_differences(a, b),
     )
+
+
+# keys of a resolved scenario that do not describe the simulated job
+NOT_COMPARED = frozenset({"name", "description", "sweep", "simulation.seed", "simulation.replicas"})
+
+
+def scenario_differences(
+    a: Run, b: Run
+) -> tuple[dict[str, tuple[Any, Any]], dict[str, Any], dict[str, Any]]:
+    """The keys whose values differ between the two runs' resolved scenarios (dotted; a
+    failure class by its name), leaving out the swept keys (each point says those), the
+    name, description, seed and replicas; and each scenario as dotted keys. All empty
+    when a scenario.yaml is unreadable."""
+    try:
+        docs = [
+            _flatten({k: v for k, v in read_yaml(r.path / "scenario.yaml").items() if k != "sweep"})
+            for r in (a, b)
+        ]
+    except ScenarioError:
+        return {}, {}, {}
+    swept = set(a.swept_keys) | set(b.swept_keys)
+    out = {}
+    for key in sorted(set(docs[0]) | set(docs[1])):
+        if key in NOT_COMPARED or key in swept or any(key.startswith(f"{k}.") for k in swept):
+            continue
+        x, y = docs[0].get(key), docs[1].get(key)
+        if not _same(x, y):
+            out[key] = (x, y)
+    return out, docs[0], docs[1]
+
+
+def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    """A YAML mapping as dotted keys; a list of mappings with names (failure classes) by name."""
+    out: dict[str, Any] = {}
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+    elif isinstance(doc, list) and doc and all(isinstance(v, dict) and "name" in v for v in doc):
+        for item in doc:
+            out.update(
+                _flatten({k: v for k, v in item.items() if k != "name"}, f"{prefix}{item['name']}.")
+            )
+    else:
+        out[prefix.rstrip(".")] = doc
+    return out
 
 
 def _match(
@@ -261,6 +314,13 @@ def _match(
         else:
             how = f"each of A's {len(points_a)} points against B's point {pairs[0][1]}"
         return pairs, how, [], []
+    if a.name != b.name:
+        raise ScenarioError(
+            f"{a.path} and {b.path}",
+            "",
+            f"the runs are of different scenarios ({a.name}, {b.name}): their sweep points are "
+            "not matched by swept values; choose one point of each with --point-a I --point-b J",
+        )
     if set(a.swept_keys) != set(b.swept_keys):
         raise ScenarioError(
             f"{a.path} and {b.path}",
@@ -299,7 +359,8 @@ def _compare_points(a: Run, b: Run, pa: int, pb: int, metrics: list[str]) -> Poi
     seeds_a, seeds_b = set(rows_a["seed"].unique()), set(rows_b["seed"].unique())
     common = ok_a.index.intersection(ok_b.index)
     notes = []
-    if len(seeds_a) == 1 and seeds_a == seeds_b and len(common) >= 2:
+    same_scenario = a.name == b.name  # replicas of two scenarios draw unrelated streams
+    if same_scenario and len(seeds_a) == 1 and seeds_a == seeds_b and len(common) >= 2:
         method = "paired"
         pairing = (
             f"paired by replica: both runs use seed {_seeds(seeds_a)} and the same replica "
@@ -316,7 +377,9 @@ def _compare_points(a: Run, b: Run, pa: int, pb: int, metrics: list[str]) -> Poi
     else:
         method = "welch"
         why = (
-            f"the seeds differ (A {_seeds(seeds_a)}, B {_seeds(seeds_b)})"
+            f"the runs are of different scenarios ({a.name}, {b.name})"
+            if not same_scenario
+            else f"the seeds differ (A {_seeds(seeds_a)}, B {_seeds(seeds_b)})"
             if seeds_a != seeds_b
             else "the runs have fewer than two replica ids in common"
         )
@@ -508,8 +571,72 @@ def to_json(comparison: Comparison, figure: Path | None = None) -> dict[str, Any
     }
 
 
-def tables(comparison: Comparison) -> list[Table | str]:
-    """What the command prints: a heading, then per matched pair a table with its notes."""
+# What `compare` shows by default (with every metric whose CI excludes zero): the answer's
+# figures. `--all` shows every metric.
+HEADLINE = (
+    FINISHED,
+    "time_to_train_days",
+    "cost_usd",
+    "goodput",
+    "lost_work_hours",
+    "checkpoint_stall_hours",
+    "downtime_hours",
+)
+
+
+def shown(pair: PointComparison, every: bool = False) -> list[MetricComparison]:
+    """The metrics a pair's table shows: the headline ones and those with a clear winner
+    (their 95% CI excludes zero), or every one."""
+    if every:
+        return pair.metrics
+    out = [m for m in pair.metrics if m.metric in HEADLINE or m.better in ("A", "B")]
+    if pair.finished_a == pair.replicas_a and pair.finished_b == pair.replicas_b:
+        # every replica finished: wall time is the time to train, in hours (shown once)
+        out = [m for m in out if m.metric != "wall_hours"]
+    return out
+
+
+def _sides(comparison: Comparison, pair: PointComparison, key: str) -> tuple[Any, Any]:
+    """A key's value on each side: the point's swept value, else the run's scenario value."""
+    x = pair.params_a[key] if key in pair.params_a else comparison.values_a.get(key)
+    y = pair.params_b[key] if key in pair.params_b else comparison.values_b.get(key)
+    return x, y
+
+
+def pair_title(comparison: Comparison, pair: PointComparison) -> str:
+    """What differs between the two sides, by value: 'interval_steps=500 vs 1000'; what
+    they share as context ('at interval_minutes=60'); 'same scenario' when nothing differs."""
+    keys = list(dict.fromkeys([*pair.params_a, *pair.params_b, *comparison.differences]))
+    names = answer.short_keys(keys)
+    differ, shared = [], []
+    for key in keys:
+        x, y = _sides(comparison, pair, key)
+        if _same(x, y):
+            shared.append(f"{names[key]}={answer.value_text(x)}")
+        else:
+            differ.append(f"{names[key]}={answer.value_text(x)} vs {answer.value_text(y)}")
+    title = "; ".join(differ) if differ else "the same scenario values"
+    if shared:
+        title += f" (at {', '.join(shared)})"
+    return title
+
+
+def side_labels(comparison: Comparison, pair: PointComparison) -> tuple[str, str]:
+    """Column headers naming each side by its differing values ('A: 500', 'B: 1000'), or
+    'A mean' / 'B mean' when that would be long."""
+    keys = list(dict.fromkeys([*pair.params_a, *pair.params_b, *comparison.differences]))
+    sides = [_sides(comparison, pair, k) for k in keys]
+    differ = [(x, y) for x, y in sides if not _same(x, y)]
+    values_a = [answer.value_text(x) for x, _ in differ]
+    a, b = ", ".join(values_a), ", ".join(answer.value_text(y) for _, y in differ)
+    if not values_a or max(len(a), len(b)) > 18:
+        return "A mean", "B mean"
+    return f"A: {a}", f"B: {b}"
+
+
+def tables(comparison: Comparison, every: bool = False) -> list[Table | str]:
+    """What the command prints: a heading, then per matched pair a table with its notes:
+    the headline metrics and those that clearly differ, or `every` one."""
     a, b = comparison.a, comparison.b
     out: list[Table | str] = [
         f"A: {a.path}  ({a.name}, seed {a.manifest.get('seed')}, {len(a.points())} point(s))",
@@ -520,36 +647,56 @@ def tables(comparison: Comparison) -> list[Table | str]:
         if unmatched:
             listed = "; ".join(f"{p} ({_params(run.points()[p])})" for p in unmatched)
             out.append(f"points of {run.label} with no match in the other run: {listed}")
+    hidden_total = 0
     for pair in comparison.pairs:
         title = (
-            f"A point {pair.point_a}{_bracket(pair.params_a)} vs B point {pair.point_b}"
-            f"{_bracket(pair.params_b)}  —  A {pair.replicas_a} replicas, {pair.finished_a} "
-            f"finished; B {pair.replicas_b} replicas, {pair.finished_b} finished"
+            f"{pair_title(comparison, pair)}  —  A {pair.replicas_a} replicas, "
+            f"{pair.finished_a} finished; B {pair.replicas_b} replicas, {pair.finished_b} finished"
         )
         table = Table(title=title, title_justify="left", caption_justify="left")
-        for column in ["metric", "A mean", "B mean", "B − A", "95% CI", "relative", "better", "n"]:
-            table.add_column(column, justify="left" if column in ("metric", "better") else "right")
-        for m in pair.metrics:
+        label_a, label_b = side_labels(comparison, pair)
+        metrics = shown(pair, every)
+        counts = {
+            str(m.difference.n_a)
+            if pair.method == "paired"
+            else f"{m.difference.n_a} / {m.difference.n_b}"  # fmt: skip
+            for m in metrics
+        }
+        with_n = len(counts) > 1  # else the caption says n once
+        widest = max((len(m.metric) for m in metrics), default=6)
+        table.add_column("metric", min_width=widest, no_wrap=True)
+        for column in [label_a, label_b, "B − A", "95% CI", "relative", "better", *(["n"] if with_n else [])]:  # fmt: skip
+            table.add_column(
+                column,
+                justify="left" if column == "better" else "right",
+                no_wrap=column == "95% CI",
+            )
+        hidden_total += len(pair.metrics) - len(metrics)
+        for m in metrics:
             d = m.difference
             n = str(d.n_a) if pair.method == "paired" else f"{d.n_a} / {d.n_b}"
             quiet = m.mean_a == 0 and m.mean_b == 0
             table.add_row(
                 m.metric,
-                fmt_metric(m.metric, m.mean_a),
-                fmt_metric(m.metric, m.mean_b),
-                fmt_metric(m.metric, d.estimate, signed=True),
-                f"{fmt_metric(m.metric, d.low, signed=True)} … {fmt_metric(m.metric, d.high, signed=True)}"
-                if math.isfinite(d.low)
-                else "—",
+                answer.readable(m.metric, m.mean_a),
+                answer.readable(m.metric, m.mean_b),
+                answer.readable(m.metric, d.estimate, signed=True),
+                answer.readable_interval(m.metric, d.low, d.high),
                 (f"{m.relative:+.2%}" if m.relative else "0%")
                 if math.isfinite(m.relative)
                 else "—",
                 _better_words(m),
-                n,
+                *([n] if with_n else []),
                 style="dim" if quiet or m.better is None else None,
             )
-        table.caption = "\n".join([pair.pairing, *pair.notes])
+        size = [] if with_n or not counts else [f"n = {counts.pop()} ({'pairs of replicas' if pair.method == 'paired' else 'replicas of A / of B'})"]  # fmt: skip
+        table.caption = "\n".join([pair.pairing, *size, *pair.notes])
         out.append(table)
+    if hidden_total:
+        out.append(
+            f"{hidden_total} more metric row(s) with no clear difference (the 95% CI includes "
+            "zero, or the values are the same): --all shows every metric"
+        )
     if comparison.only_in_a or comparison.only_in_b:
         out.append(
             "not compared (in one run only): "
@@ -566,10 +713,6 @@ def _better_words(m: MetricComparison) -> str:
     if m.better in ("A", "B"):
         return f"{m.better} ({'higher' if m.direction == 'max' else 'lower'})"
     return {"same": "same", "unclear": "unclear", None: "—"}[m.better]
-
-
-def _bracket(params: dict[str, Any]) -> str:
-    return f" [{_params(params)}]" if params else ""
 
 
 def _params(params: dict[str, Any]) -> str:
@@ -618,7 +761,7 @@ def figure(comparison: Comparison) -> Figure:
     rows = math.ceil(len(pairs) / columns)
     fig = Figure(figsize=(8.5 if columns == 1 else 13, 4.8 * rows), layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
-    colours = {"A": "#4c72b0", "B": "#dd8452"}
+    colours = palette.RUNS  # not a time bucket's colours: A and B are runs, not buckets
     for ax, pair in zip(axes, pairs):
         for run, days, total in (
             (comparison.a, pair.days_a, pair.replicas_a - pair.errors_a),
@@ -626,7 +769,8 @@ def figure(comparison: Comparison) -> Figure:
         ):
             colour = colours[run.label]
             label = (
-                f"{run.label}: {run.name} ({run.run_id})\n{total} replicas, {days.size} finished"
+                f"{run.label}: {run_label(run.name, run.manifest.get('overrides') or [])} "
+                f"({run.run_id})\n{total} replicas, {days.size} finished"
             )
             if days.size == 0:
                 ax.plot([], [], color=colour, label=f"{label}: none finished")
@@ -644,21 +788,19 @@ def figure(comparison: Comparison) -> Figure:
                 linewidth=1.2,
                 label=f"mean {run.label}: {mean:.3f} days",
             )
-        lines = [f"Time to train: A point {pair.point_a} vs B point {pair.point_b}"]
-        if pair.params_a or pair.params_b:
-            if pair.params_a == pair.params_b:
-                lines.append(_params(pair.params_a))
-            else:
-                lines.append(f"A: {_params(pair.params_a)}  |  B: {_params(pair.params_b)}")
+        lines = [f"Time to train: {pair_title(comparison, pair)}"]
         d = pair.metric("time_to_train_days").difference
         if math.isfinite(d.estimate):
             interval = (
-                f", 95% CI {d.low:+.3f} to {d.high:+.3f}" if math.isfinite(d.low) else ", no CI"
+                f", 95% CI {answer.readable_interval('time_to_train_days', d.low, d.high)}"
+                if math.isfinite(d.low)
+                else ", no CI"
             )
             method = "paired by replica" if pair.method == "paired" else "Welch's t"
             if pair.method == "paired" and d.n_a < (pair.pairs or 0):
                 method += f", over the {d.n_a} finished in both"
-            lines.append(f"B − A = {d.estimate:+.3f} days{interval} ({method})")
+            estimate = answer.readable("time_to_train_days", d.estimate, signed=True)
+            lines.append(f"B − A = {estimate}{interval} ({method})")
         ax.set_title("\n".join(lines), fontsize="medium")
         ax.set_xlabel("time to train (days)")
         ax.set_ylabel("share of replicas finished")

@@ -246,7 +246,12 @@ class _Run:
         with contextlib.suppress(Exception):
             client.cancel(idle)
         deadline = time.monotonic() + STOP_GRACE
-        while self.futures and time.monotonic() < deadline:
+        # a second signal (`hurry`): not waiting for the chunks in flight at all
+        while (
+            self.futures
+            and time.monotonic() < deadline
+            and not getattr(self.signals, "hurry", False)
+        ):
             batch = self.finished.next_batch(block=False)
             for future in batch:
                 self._collect(future, stopping=True)

@@ -8,8 +8,10 @@ exception text in `error`) and a loud warning, never a dead sweep.
 Chunks go to a `sink` as they finish (the run directory's parts), so the caller
 never has to hold every row. SIGINT or SIGTERM stops scheduling, lets running
 chunks end at their next replica, hands what finished to the sink and raises
-`Interrupted`. A worker process that dies (the OOM killer) costs only its chunks:
-they are retried once in a fresh pool, then recorded as error rows.
+`Interrupted`; with the serial executor the replica in flight is abandoned at once
+(it runs again on a resume). A second signal stops waiting for the chunks in flight:
+their workers are killed. A worker process that dies (the OOM killer) costs only its
+chunks: they are retried once in a fresh pool, then recorded as error rows.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from sim import columns
+from sim import columns, incident_log
 from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.scenario import ScenarioSet
 
@@ -109,6 +112,7 @@ class Chunk:
     seed: int
     swept_keys: tuple[str, ...] = ()
     types: tuple[tuple[str, str], ...] = ()  # the swept columns' types
+    incidents: bool = False  # hand in each replica's failures (trainsim run --incidents)
 
 
 # A worker's stop flag (set by the parent on SIGINT/SIGTERM), installed by `_init_worker`.
@@ -127,16 +131,26 @@ def _init_worker(stop: Any) -> None:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def run_chunk(chunk: Chunk, stop: Any = None) -> list[dict]:
+def run_chunk(
+    chunk: Chunk,
+    stop: Any = None,
+    rows: list[dict] | None = None,
+    guard: Callable[[], contextlib.AbstractContextManager] | None = None,
+) -> list[dict]:
     """Simulate a chunk of replicas of one point (in a worker). Stops early, returning the
-    replicas done so far, when the stop flag is set."""
+    replicas done so far, when the stop flag is set. `rows` collects them (so that a caller
+    whose replica in flight is abandoned keeps those done); `guard` wraps each replica."""
     stop = stop if stop is not None else _STOP
-    rows = []
+    rows = [] if rows is None else rows
     for replica in range(chunk.first_replica, chunk.first_replica + chunk.replicas):
         if stop is not None and stop.is_set():
             break
         try:
-            row = simulate_replica(chunk.plan, replica, chunk.seed).row()
+            if guard is None:
+                row = _replica_row(chunk, replica)
+            else:
+                with guard():
+                    row = _replica_row(chunk, replica)
             row["error"] = ""
         except Exception as exc:  # noqa: BLE001 - a bad replica must not kill the sweep
             row = error_row(chunk, replica, exc)
@@ -146,13 +160,29 @@ def run_chunk(chunk: Chunk, stop: Any = None) -> list[dict]:
     return rows
 
 
+def _replica_row(chunk: Chunk, replica: int) -> dict:
+    """One replica's row; with `chunk.incidents`, its failures too (under incident_log.KEY,
+    taken out again by `chunk_table`)."""
+    if not chunk.incidents:
+        return simulate_replica(chunk.plan, replica, chunk.seed).row()
+    record = simulate_replica(chunk.plan, replica, chunk.seed, incidents=True)
+    row = record.row()
+    row.pop("incidents", None)
+    row[incident_log.KEY] = incident_log.rows_of(record.incidents, chunk.point, replica)
+    return row
+
+
 def run_chunk_table(chunk: Chunk, stop: Any = None) -> pd.DataFrame:
     """`run_chunk` as a table with the public schema, built where the chunk ran."""
     return chunk_table(chunk, run_chunk(chunk, stop))
 
 
 def chunk_table(chunk: Chunk, rows: list[dict]) -> pd.DataFrame:
-    return frame_of(rows, list(chunk.swept_keys), dict(chunk.types))
+    """The rows as a table; with `chunk.incidents`, their failures ride along in its attrs."""
+    if not chunk.incidents:
+        return frame_of(rows, list(chunk.swept_keys), dict(chunk.types))
+    incidents = incident_log.take(rows)
+    return incident_log.attach(frame_of(rows, list(chunk.swept_keys), dict(chunk.types)), incidents)
 
 
 def error_row(chunk: Chunk, replica: int, exc: BaseException | str) -> dict:
@@ -175,6 +205,17 @@ def error_row(chunk: Chunk, replica: int, exc: BaseException | str) -> dict:
     }
 
 
+def part_schema(scenario_set: ScenarioSet, point: int, seed: int) -> pa.Schema:
+    """The Arrow schema every part of a sweep point has (that of its error rows, which have
+    every column a replica's row has, with the same types)."""
+    p = scenario_set.points[point]
+    keys = tuple(scenario_set.swept_keys)
+    types = tuple(sweep_types(scenario_set).items())
+    chunk = Chunk(point, p.params, build_plan(p.scenario), 0, 1, seed, keys, types)
+    frame = failed_chunk(chunk, "schema")
+    return pa.Table.from_pandas(frame, preserve_index=False).schema.remove_metadata()
+
+
 def failed_chunk(chunk: Chunk, text: str) -> pd.DataFrame:
     """Error rows for every replica of a chunk, with the columns of a chunk that ran (the
     per-class failure counts too: the run's parts must share one schema to merge)."""
@@ -195,6 +236,7 @@ def chunks(
     chunk_size: int,
     done: dict[int, set[int]] | None = None,
     points: range | None = None,
+    incidents: bool = False,
 ) -> Iterator[Chunk]:
     """The chunks still to run: every point (or a slice) × replicas, less those done. A
     point that cannot run (`infeasible`) has none: nothing of it is built or simulated."""
@@ -212,7 +254,7 @@ def chunks(
             continue
         plan = build_plan(point.scenario)
         for first, count in _runs(missing, chunk_size):
-            yield Chunk(point.index, point.params, plan, first, count, seed, keys, types)
+            yield Chunk(point.index, point.params, plan, first, count, seed, keys, types, incidents)
 
 
 def _runs(replicas: list[int], size: int) -> Iterator[tuple[int, int]]:
@@ -249,6 +291,7 @@ def run(
     done: dict[int, set[int]] | None = None,
     points: range | None = None,
     scheduler: str | None = None,
+    incidents: bool = False,
 ) -> pd.DataFrame | None:
     """Simulate every replica of every sweep point (or the `points` slice, less the replicas
     `done` already has); one row per (point, replica).
@@ -268,7 +311,7 @@ def run(
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; expected one of {', '.join(EXECUTORS)}")
     chunk_size = chunk_size or default_chunk_size(replicas, workers)
-    todo = list(chunks(scenario_set, replicas, seed, chunk_size, done, points))
+    todo = list(chunks(scenario_set, replicas, seed, chunk_size, done, points, incidents))
     total = sum(c.replicas for c in todo)
     types = sweep_types(scenario_set)
     frames: list[pd.DataFrame] = []
@@ -319,12 +362,18 @@ def run(
 
 
 def _run_serial(todo: list[Chunk], deliver, advance, signals: _Signals) -> None:
+    """Chunks one after the other in this process. A stop abandons the replica in flight
+    (a signal raises `_Abort` in it): the chunk's replicas done before it are kept."""
     for chunk in todo:
         if signals.stop.is_set():
             break
-        frame = run_chunk_table(chunk, signals.stop)
-        deliver(chunk, frame)
-        advance(len(frame))
+        rows: list[dict] = []
+        with contextlib.suppress(_Abort):
+            run_chunk(chunk, signals.stop, rows, signals.abortable)
+        if rows:
+            frame = chunk_table(chunk, rows)
+            deliver(chunk, frame)
+            advance(len(frame))
 
 
 def _run_processes(todo: list[Chunk], workers: int, deliver, advance, signals: _Signals) -> None:
@@ -363,16 +412,21 @@ def _run_processes(todo: list[Chunk], workers: int, deliver, advance, signals: _
                     advance(len(frame))
                 if broken and not in_flight:
                     break  # the pool is broken: start a fresh one
-            # stopping: chunks in flight end at their next replica and hand in what they did
-            for future, i in in_flight.items():
-                try:
-                    frame = future.result(timeout=3.0)
-                except Exception:  # noqa: BLE001 - broken or too slow: resume runs it again
-                    continue
-                deliver(todo[i], frame)
-                advance(len(frame))
+            # stopping: chunks in flight end at their next replica and hand in what they
+            # did, for up to STOP_GRACE seconds (a second signal: not at all)
+            deadline = time.monotonic() + STOP_GRACE
+            while in_flight and not signals.hurry and time.monotonic() < deadline:
+                finished, _ = wait(in_flight, timeout=0.05, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    i = in_flight.pop(future)
+                    try:
+                        frame = future.result()
+                    except Exception:  # noqa: BLE001 - broken: resume runs it again
+                        continue
+                    deliver(todo[i], frame)
+                    advance(len(frame))
         finally:
-            _shutdown(pool, signals.stop.is_set())
+            _shutdown(pool, signals.stop.is_set(), 0.0 if signals.hurry else STOP_GRACE)
         queue.sort()
 
 
@@ -404,36 +458,66 @@ def _died(chunk: Chunk) -> pd.DataFrame:
     return chunk_table(chunk, rows)
 
 
-def _shutdown(pool: ProcessPoolExecutor, hurry: bool) -> None:
-    """Shut the pool down; after a stop, workers still busy after a few seconds are killed."""
-    if not hurry:
+STOP_GRACE = 3.0  # seconds chunks in flight get to hand in their replicas after a stop
+
+
+def _shutdown(pool: ProcessPoolExecutor, stopping: bool, grace: float = STOP_GRACE) -> None:
+    """Shut the pool down; after a stop, workers still busy after `grace` seconds are
+    killed."""
+    if not stopping:
         pool.shutdown(wait=True)
         return
     processes = list((getattr(pool, "_processes", None) or {}).values())
     pool.shutdown(wait=False, cancel_futures=True)
-    deadline = time.monotonic() + 3.0
+    deadline = time.monotonic() + grace
     for process in processes:
         process.join(max(0.0, deadline - time.monotonic()))
         if process.is_alive():
             process.kill()
 
 
+class _Abort(BaseException):
+    """A stop signal raised in a replica that runs in the main thread (serial executor): a
+    BaseException, so that the replica's error handling does not turn it into a row."""
+
+
+# seconds after a stop during which further SIGINT/SIGTERM are ignored (the run is on its
+# way out: a second Ctrl-C must not turn a clean stop into a traceback or a lost status)
+AFTER_STOP_S = 10.0
+
+
 class _Signals:
-    """SIGINT and SIGTERM set a stop flag instead of killing the run (main thread only)."""
+    """SIGINT and SIGTERM set a stop flag instead of killing the run (main thread only). A
+    second one sets `hurry`: stop waiting for the chunks in flight. While `abortable` is
+    entered (a replica running in this thread), a signal also raises `_Abort` there."""
 
     def __init__(self):
         self.stop = threading.Event()
         self.caught = ""
+        self.hurry = False
         self.on_stop: Callable[[], None] | None = None
         self._previous: dict[int, Any] = {}
+        self._abortable = False
 
     def _handle(self, signum, frame) -> None:
-        if self.stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting
-        self.caught = signal.Signals(signum).name
-        self.stop.set()
-        if self.on_stop is not None:
-            self.on_stop()
+        if self.stop.is_set():
+            self.hurry = True  # a second signal: stop waiting
+        else:
+            self.caught = signal.Signals(signum).name
+            self.stop.set()
+            if self.on_stop is not None:
+                self.on_stop()
+        if self._abortable:
+            self._abortable = False
+            raise _Abort
+
+    @contextlib.contextmanager
+    def abortable(self) -> Iterator[None]:
+        self._abortable = not self.stop.is_set()
+        try:
+            yield
+        finally:
+            self._abortable = False
 
     def __enter__(self) -> _Signals:
         if threading.current_thread() is threading.main_thread():
@@ -442,8 +526,61 @@ class _Signals:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.caught and self._previous:
+            _ignore_for_a_while(self._previous)
+            return
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+
+
+def _ignore_for_a_while(previous: dict[int, Any]) -> None:
+    """After a stop: ignore SIGINT/SIGTERM for AFTER_STOP_S seconds (the caller is saving
+    what finished and exiting), then handle them as before."""
+    until = time.monotonic() + AFTER_STOP_S
+
+    def handle(signum, frame) -> None:
+        if time.monotonic() < until:
+            return
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        handler = previous.get(signum)
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    for signum in previous:
+        signal.signal(signum, handle)
+
+
+@contextlib.contextmanager
+def stop_on_signals(done: int = 0, total: int = 0) -> Iterator[None]:
+    """SIGINT or SIGTERM raise `Interrupted` at once in the main thread meanwhile (writing
+    a run's table, summaries and figures: nothing to wait for); further ones are then
+    ignored for a while, as after a stop of the simulation."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+    caught = []
+
+    def handle(signum, frame) -> None:
+        if caught:
+            return
+        caught.append(signal.Signals(signum).name)
+        raise Interrupted(caught[0], done, total)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, handle)
+    try:
+        yield
+    finally:
+        if caught:
+            _ignore_for_a_while(previous)
+        else:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def sweep_types(scenario_set: ScenarioSet) -> dict[str, str]:
@@ -492,7 +629,20 @@ def frame_of(rows: list[dict], swept_keys: list[str], types: dict[str, str]) -> 
 
 
 class _progress_bar:
-    """A rich progress bar on stderr (silent when disabled)."""
+    """A rich progress bar on stderr (silent when disabled): the time left while it runs,
+    the time it took once every replica is done."""
+
+    class _Time(TimeRemainingColumn):
+        def render(self, task):  # type: ignore[no-untyped-def]
+            from rich.text import Text
+
+            if task.finished:
+                took = task.finished_time if task.finished_time is not None else task.elapsed
+                minutes, seconds = divmod(int(round(took or 0)), 60)
+                hours, minutes = divmod(minutes, 60)
+                text = f"{took or 0:.1f} s" if (took or 0) < 60 else f"{hours}:{minutes:02d}:{seconds:02d}"  # fmt: skip
+                return Text(f"done in {text}", style="progress.elapsed")
+            return Text(f"{super().render(task).plain} left", style="progress.remaining")
 
     def __init__(self, enabled: bool, total: int, name: str):
         self.enabled, self.total, self.name = enabled, total, name
@@ -506,7 +656,7 @@ class _progress_bar:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("replicas"),
-            TimeRemainingColumn(),
+            self._Time(),
             console=Console(stderr=True),
         )
         self._progress.start()

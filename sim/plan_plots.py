@@ -11,17 +11,24 @@ import math
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import StrMethodFormatter
+from matplotlib.ticker import FuncFormatter
+
+from sim import palette
 
 # status -> (label, marker, colour, size); drawn in this order, the chosen point on top
 STYLES = {
-    "infeasible": ("infeasible (misses the deadline)", "X", "#c44e52", 46),
-    "dominated": ("dominated (worse {objective} than a feasible point)", "s", "#8c8c8c", 34),
-    "unproven": ("meets the deadline by the estimate, not at 95% confidence", "o", "#9ccfa8", 38),
-    "feasible": ("feasible", "o", "#55a868", 42),
-    "chosen": ("chosen", "*", "#f2b701", 320),
-}
+    "infeasible": ("infeasible (misses the deadline)", "X", palette.PLAN["infeasible"], 52),
+    "dominated": ("dominated (worse {objective} than a feasible point)", "s",
+                  palette.PLAN["dominated"], 34),
+    "unproven": ("meets the deadline by the estimate, not at 95% confidence", "o",
+                 palette.PLAN["unproven"], 42),
+    "feasible": ("feasible", "o", palette.PLAN["feasible"], 42),
+    "chosen": ("chosen", "*", palette.PLAN["chosen"], 320),
+}  # fmt: skip
 NEIGHBOURS = 0.02  # labels of points closer than this share of the plot's span are joined
+# points closer to the deadline than this share of the panel's width get their chance of
+# meeting it written beside them: at that distance the eye cannot tell the side
+AT_DEADLINE = 0.04
 
 
 def short_label(candidate: dict[str, Any], keys: list[str]) -> str:
@@ -43,7 +50,7 @@ def pareto_figure(doc: dict[str, Any]) -> Figure:
         if _finite(c.get("time_to_train_days_at_quantile")) and _finite(c.get("cost_usd_mean"))
     ]
     window = _zoom_window(doc, drawn)
-    fig = Figure(figsize=(13.5 if window else 9.5, 5.2), layout="constrained")
+    fig = Figure(figsize=(13.5 if window else 9.5, 6.4), layout="constrained")
     if window is None:
         panels = [fig.add_subplot()]
     else:
@@ -60,7 +67,7 @@ def pareto_figure(doc: dict[str, Any]) -> Figure:
         ax.set_title(
             "near the deadline and the front (the box on the left)", loc="left", fontsize="small"
         )
-    _label(ax, doc.get("pareto") or [], doc.get("chosen"), keys)
+    _label(ax, doc, drawn, keys)
     cannot = sum(1 for c in doc["candidates"] if not c.get("replicas"))  # infeasible: never ran
     missing = len(doc["candidates"]) - len(drawn) - cannot
     notes = []
@@ -82,12 +89,22 @@ def pareto_figure(doc: dict[str, Any]) -> Figure:
             va="bottom",
             fontsize="x-small",
         )
-    title = f"{doc.get('scenario', '')}: time to train vs cost of {len(doc['candidates'])} points"
+    name = " ".join(
+        [str(doc.get("scenario", "")), *(f"--set {o}" for o in doc.get("overrides") or [])]
+    )
+    title = f"{name}: time to train vs cost of {len(doc['candidates'])} points"
     if keys:
-        title += "  (point labels: " + " / ".join(keys) + ")"
+        title += "\npoint labels: " + " / ".join(keys)
     fig.suptitle(title, x=0.01, ha="left", fontsize="medium")
     handles, labels = panels[-1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right upper", fontsize="small", frameon=False)
+    fig.legend(
+        handles,
+        labels,
+        loc="outside lower center",
+        ncols=2 if window is None else 3,
+        fontsize="small",
+        frameon=False,
+    )
     return fig
 
 
@@ -128,18 +145,25 @@ def _draw(ax: Any, doc: dict[str, Any], drawn: list[dict]) -> None:
         )
     ax.axvline(
         deadline,
-        color="#c44e52",
+        color="black",
         linestyle="--",
-        linewidth=1.2,
-        label=f"deadline {deadline:g} days",
+        linewidth=1.0,
+        label=f"deadline {deadline:g} days (the shaded side misses it)",
+        zorder=1,
     )
     ax.margins(x=0.05, y=0.1)
     left, right = ax.get_xlim()
-    ax.axvspan(deadline, max(right, deadline) + (right - left), color="#c44e52", alpha=0.05, lw=0)
+    ax.axvspan(
+        deadline,
+        max(right, deadline) + (right - left),
+        color=palette.PLAN["deadline"],
+        alpha=0.06,
+        lw=0,
+    )
     ax.set_xlim(left, right)
     ax.set_xlabel(f"time to train, {_quantile_name(quantile)} over replicas (days)")
     ax.set_ylabel("mean cost (USD)")
-    ax.yaxis.set_major_formatter(StrMethodFormatter("${x:,.0f}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: _usd_tick(ax, value)))
     ax.grid(alpha=0.3)
 
 
@@ -167,20 +191,43 @@ def _zoom_window(
     return (x0, x1), (y0, y1)
 
 
-def _label(ax: Any, front: list[dict], chosen: dict | None, keys: list[str]) -> None:
-    """Name the front's points but the chosen one (the legend names it); labels of points
-    close together on this panel are joined into one."""
-    others = [p for p in front if chosen is None or p["point"] != chosen["point"]]
+def _label(ax: Any, doc: dict[str, Any], drawn: list[dict], keys: list[str]) -> None:
+    """Name every point of the front (the chosen one says so) and every point so close to
+    the deadline that the eye cannot tell its side, with its chance of meeting the deadline
+    (P(meet)); labels of points close together on this panel are joined into one."""
+    front = {p["point"] for p in doc.get("pareto") or []}
+    chosen = (doc.get("chosen") or {}).get("point")
+    deadline = doc["deadline_days"]
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
-    for group in _neighbours(others, x1 - x0, y1 - y0):
+    near = AT_DEADLINE * (x1 - x0)
+    named = []
+    for c in drawn:
+        x, y = c["time_to_train_days_at_quantile"], c["cost_usd_mean"]
+        if not (x0 <= x <= x1 and y0 <= y <= y1):
+            continue
+        at_deadline = abs(x - deadline) <= near
+        if c["point"] not in front and not at_deadline:
+            continue
+        text = short_label(c, keys)
+        if c["point"] == chosen:
+            text += " chosen"
+        if at_deadline and _finite(c.get("p_meet")):
+            text += f": P(meet) {c['p_meet']:.2f}"
+            if c["status"] == "infeasible":
+                text += ", misses"
+        named.append((c, text))
+    for group in _neighbours([c for c, _ in named], x1 - x0, y1 - y0):
+        texts = [t for c, t in named if any(c is g for g in group)]
+        infeasible = any(g["status"] == "infeasible" for g in group)
         ax.annotate(
-            "\n".join(short_label(p, keys) for p in group),
+            "\n".join(texts),
             (group[0]["time_to_train_days_at_quantile"], group[0]["cost_usd_mean"]),
-            xytext=(7, 5),
+            xytext=(8, 4),
             textcoords="offset points",
             fontsize="x-small",
-            color="#333333",
+            color=palette.PLAN["infeasible"] if infeasible else "#222222",
             va="bottom",
+            gid="point-label",
         )
 
 
@@ -204,6 +251,24 @@ def _value(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _usd_tick(ax: Any, value: float) -> str:
+    """$1.05M, $1.10M: in millions (or thousands) with the decimals the ticks' step needs,
+    the same for every tick, so that neighbouring ticks read apart."""
+    ticks = [float(t) for t in ax.yaxis.get_majorticklocs()] or [value]
+    largest = max(abs(t) for t in ticks)
+    scale, suffix = (1e6, "M") if largest >= 1e6 else (1e3, "k") if largest >= 1e3 else (1, "")
+    decimals = next(
+        (
+            d
+            for d in range(5)
+            if all(abs(round(t / scale, d) - t / scale) < 1e-9 * max(1.0, largest / scale)
+                   for t in ticks)
+        ),
+        4,
+    )  # fmt: skip
+    return f"${value / scale:,.{decimals}f}{suffix}"
 
 
 def _quantile_name(quantile: float) -> str:

@@ -390,6 +390,7 @@ def outcome(
     best_chance = max(ran, key=lambda r: (r["p_meet"], -rank(r["point"])[0]), default=None)
     doc = {
         "scenario": scenario_set.name,
+        "overrides": list(scenario_set.overrides),  # --set as given (the figure's title)
         "varied_keys": axes,
         "objective": objective,
         "direction": direction,
@@ -547,8 +548,13 @@ def plan(
     """
     if objective not in analysis.METRICS:
         raise ValueError(f"unknown objective {objective!r}; one of {', '.join(analysis.METRICS)}")
-    if not (deadline_days > 0 and 0 < quantile <= 1 and precision > 0):
-        raise ValueError("deadline_days and precision must be > 0, quantile in (0, 1]")
+    if not (
+        all(math.isfinite(x) for x in (deadline_days, quantile, precision))
+        and deadline_days > 0
+        and 0 < quantile <= 1
+        and precision > 0
+    ):
+        raise ValueError("deadline_days and precision must be finite and > 0, quantile in (0, 1]")
     if replicas_first < 1 or replicas_max < 2:
         raise ValueError("replicas_first must be >= 1 and replicas_max >= 2")
     if not isinstance(scenario, ScenarioSet):
@@ -573,6 +579,12 @@ def plan(
         "replicas_max": replicas_max,
         "precision": precision,
     }
+    # what would be refused later is refused before the run directory exists
+    feasibility.check_replicas(scenario_set, replicas_max, option="--replicas-max")
+    if executor == "dask" and scheduler:
+        from sim.dask_executor import check_scheduler
+
+        check_scheduler(scheduler)
     run = (
         RunDir.create(out, scenario_set, seed, replicas_max, executor, workers, {"plan": settings})
         if out is not None

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter
 
+from sim import palette
 from sim.columns import COST_PARTS, DOWNTIME_PARTS, TIME_BUCKETS, better_direction, unit_of
 
 CHAR_PT = 5.5  # rough width of a character of the "small" font, in points
@@ -30,37 +30,25 @@ CDF_POINTS = 4000  # steps drawn per CDF: enough for any screen, whatever the re
 # pixels apart read as a rendering glitch, not as two theories
 MARKS_COINCIDE = 0.05
 
+# points whose ideal compute differs by at most this share draw only the overheads
+SAME_IDEAL = 1e-3
+
 # swept values spanning more than this ratio get a log x axis
 LOG_SPAN = 8.0
 
-# (label, colour) of each time bucket; the cost figure reuses them for the cost of each
-BUCKET_STYLE = {
-    "ideal": ("ideal compute", "#4c72b0"),
-    "slowdown": ("slowdown", "#dd8452"),
-    "lost_work": ("lost work", "#c44e52"),
-    "checkpoint_stall": ("checkpoint stall", "#8172b3"),
-    "downtime": ("downtime", "#937860"),
-    "idle_spares": ("spares and pool nodes beyond the job", "#9a9a9a"),
-}
-BREAKDOWN = [(f"{bucket}_hours", *BUCKET_STYLE[bucket]) for bucket in TIME_BUCKETS]
-COST_BREAKDOWN = [(f"cost_{part}_usd", *BUCKET_STYLE[part]) for part in COST_PARTS]
-
-# downtime parts: readable names; a part added to the engine later gets its own name spelled out
-DOWNTIME_NAMES = {
-    "detect": "detection",
-    "node_wait": "waiting for nodes",
-    "restart": "restart (launch)",
-    "checkpoint_load": "checkpoint load",
-    "rescale": "elastic rescale",
-    "storage_wait": "checkpoint tier down",
-    "maintenance": "maintenance",
-    "health_check": "health checks",
-    "human_wait": "waiting for on-call",
-}
-_PALETTE = colormaps["tab20"].colors[::2] + colormaps["tab20"].colors[1::2]
+# (column, label, colour) of each time bucket and cost part, and of each part of downtime:
+# the colours are sim.palette's, the same in every figure, the report and the notebooks
+BREAKDOWN = [
+    (f"{bucket}_hours", palette.bucket_label(bucket), palette.bucket_colour(bucket))
+    for bucket in TIME_BUCKETS
+]
+COST_BREAKDOWN = [
+    (f"cost_{part}_usd", palette.bucket_label(part), palette.bucket_colour(part))
+    for part in COST_PARTS
+]
 DOWNTIME_SPLIT = [
-    (f"{part}_hours", DOWNTIME_NAMES.get(part, part.replace("_", " ")), _PALETTE[i])
-    for i, part in enumerate(DOWNTIME_PARTS)
+    (f"{part}_hours", palette.downtime_label(part), palette.downtime_colour(part))
+    for part in DOWNTIME_PARTS
 ]
 
 # the metrics a one-key sweep draws as curves, and a two-key sweep as heatmaps
@@ -142,13 +130,15 @@ def _set_point_ticks(ax: Axes, x: np.ndarray, ticks: list[str], axis_label: str)
         rotation_mode="anchor",
     )
     ax.set_xlabel(axis_label)
+    if len(ticks) == 1:  # one bar: a bar's width, not the whole axes
+        ax.set_xlim(-1.5, 1.5)
 
 
 def _series_style(index: int, count: int) -> tuple[Any, str]:
     """Colour and line style of series `index` of `count`: distinct for up to 20 series
     (tab10, then tab20 when 10 would repeat), then the colours again with dashes."""
-    palette = _PALETTE[:10] if count <= 10 else _PALETTE
-    return palette[index % len(palette)], ("-", "--", ":")[(index // len(palette)) % 3]
+    colours = palette.SERIES[:10] if count <= 10 else palette.SERIES
+    return colours[index % len(colours)], ("-", "--", ":")[(index // len(colours)) % 3]
 
 
 def _legend_below(fig: Figure, handles: Sequence[Any], labels: Sequence[str], **kwargs) -> Any:
@@ -328,8 +318,9 @@ def lost_work_distribution(table: pd.DataFrame, swept_keys: list[str] | None = N
         (point, g["lost_work_hours"].dropna()) for point, g in table.groupby("point", sort=True)
     ]
     if len(groups) <= 3:
-        for point, values in groups:
-            ax.hist(values, bins=40, alpha=0.6, label=labels[point])
+        for index, (point, values) in enumerate(groups):
+            colour = _series_style(index, len(groups))[0]
+            ax.hist(values, bins=40, alpha=0.6, label=labels[point], color=colour)
         ax.set_xlabel("lost work per run (hours)")
         ax.set_ylabel("replicas")
         if len(groups) > 1:
@@ -371,7 +362,9 @@ def _totals_on_bars(ax: Axes, tops: np.ndarray, texts: list[str]) -> None:
     position, figure = ax.get_position(), ax.get_figure()
     assert figure is not None
     width_pt = position.width * figure.get_figwidth() * 72
-    longest_pt = (max(map(len, texts), default=0) + 1) * CHAR_PT
+    lines = [line for text in texts for line in text.split("\n")]
+    rows = max((text.count("\n") + 1 for text in texts), default=1)
+    longest_pt = (max(map(len, lines), default=0) + 1) * CHAR_PT
     upright = len(texts) * longest_pt <= width_pt
     for x, (top, text) in enumerate(zip(tops, texts, strict=True)):
         ax.text(
@@ -387,7 +380,7 @@ def _totals_on_bars(ax: Axes, tops: np.ndarray, texts: list[str]) -> None:
     highest = float(np.max(tops, initial=0.0))
     if highest > 0:
         height_pt = position.height * figure.get_figheight() * 72
-        text_pt = 3.5 * CHAR_PT if upright else longest_pt
+        text_pt = (1.5 + 2.0 * rows) * CHAR_PT if upright else longest_pt
         ax.set_ylim(0, highest * (1 + 1.3 * text_pt / max(height_pt - text_pt, text_pt)))
 
 
@@ -397,25 +390,57 @@ def _bars_figsize(points: int, base_width: float) -> tuple[float, float]:
 
 
 def wall_time_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None) -> Figure:
-    """Mean wall time stacked by where it went; the right panel zooms into the overheads."""
-    fig = Figure(figsize=_bars_figsize(table["point"].nunique(), 11), layout="constrained")
-    whole, overheads = fig.subplots(1, 2, width_ratios=[1, 2])
+    """What each point's mean wall time spent beyond the ideal compute, stacked by bucket,
+    from zero, with the overhead and the wall time it adds up to printed on each bar. The
+    ideal compute (days, where bars of the whole would hide the hours that differ) is a
+    number in the title when every point shares it; when it differs by point (a sweep of
+    the cluster's size), a left panel draws the whole wall time from zero, ideal included."""
     swept_keys = swept_keys or []
     ticks, axis_label = _point_ticks(table, swept_keys)
     means = table.groupby("point", sort=True)[[c for c, _, _ in BREAKDOWN]].mean()
-    x = np.arange(len(means))
-    for ax, parts, scale, unit in [
-        (whole, BREAKDOWN, 24.0, "days"),
-        (overheads, BREAKDOWN[1:], 1.0, "hours"),
-    ]:
-        tops = _stacked_bars(ax, means, parts, scale)
-        _totals_on_bars(ax, tops, [f"{t:.3g} {unit[0]}" for t in tops])
+    ideal = means["ideal_hours"].to_numpy(dtype=float)
+    wall = means.sum(axis=1).to_numpy(dtype=float)
+    shared = bool(np.ptp(ideal) <= SAME_IDEAL * max(float(np.max(ideal, initial=0.0)), 1e-9))
+    points = len(means)
+    fig = Figure(figsize=_bars_figsize(points, 8 if shared else 11), layout="constrained")
+    if shared:
+        axes, overheads = [], fig.add_subplot()
+    else:
+        whole, overheads = fig.subplots(1, 2, width_ratios=[1, 2])
+        axes = [whole]
+    x = np.arange(points)
+    wall_days = wall / 24.0
+    decimals = decimals_for(wall_days)
+    if not shared:
+        tops = _stacked_bars(whole, means, BREAKDOWN, 24.0)
+        _totals_on_bars(whole, tops, [f"{t:.{decimals}f} d" for t in tops])
+        whole.set_ylabel("mean wall time per run (days)")
+        whole.set_title("Wall time, from zero (the ideal differs by point)", fontsize="medium")
+    tops = _stacked_bars(overheads, means, BREAKDOWN[1:])
+    over = decimals_for(tops, 3)
+    _totals_on_bars(
+        overheads,
+        tops,
+        [f"+{t:.{over}f} h\n= {d:.{decimals}f} d" for t, d in zip(tops, wall_days, strict=True)],
+    )
+    overheads.set_ylabel("mean per run beyond the ideal compute (hours)")
+    for ax in [*axes, overheads]:
         _set_point_ticks(ax, x, [ticks[p] for p in means.index], axis_label)
-        ax.set_ylabel(f"mean ({unit})")
         ax.grid(alpha=0.3, axis="y")
-    whole.set_title("Wall time (days)")
-    overheads.set_title("Overheads beyond ideal compute (hours)")
-    _legend_below(fig, *whole.get_legend_handles_labels(), ncols=5)
+    if shared and points:
+        overheads.set_title(
+            f"Wall time beyond the ideal compute ({ideal[0] / 24.0:.{decimals}f} days"
+            + (" at every point)" if points > 1 else ")")
+            + "\nabove each bar: hours beyond ideal = mean wall time",
+            fontsize="medium",
+        )
+    else:
+        overheads.set_title(
+            "Beyond the ideal compute (hours)\nabove each bar: hours beyond ideal = mean wall time",
+            fontsize="medium",
+        )
+    source = axes[0] if axes else overheads
+    _legend_below(fig, *source.get_legend_handles_labels(), ncols=5)
     return fig
 
 
@@ -529,8 +554,11 @@ def sweep_curve(
     x = rows[key].to_numpy(dtype=float)
     mean = rows["mean"].to_numpy(dtype=float)
     half = 1.96 * rows["sem"].to_numpy(dtype=float)
-    ax.plot(x, mean, marker="o", label="mean")
-    ax.fill_between(x, mean - half, mean + half, alpha=0.25, label="95% CI of the mean")
+    colour = palette.metric_colour(metric)
+    ax.plot(x, mean, marker="o", label="mean", color=colour)
+    ax.fill_between(
+        x, mean - half, mean + half, alpha=0.25, label="95% CI of the mean", color=colour
+    )
     for label, value, style in theory_marks(marks, key):
         ax.axvline(value, color="black", linestyle=style, label=label, gid="theory")
     if np.isfinite(mean).any():
@@ -546,7 +574,7 @@ def sweep_curve(
             [mean[best]],
             marker="*",
             markersize=16,
-            color="#e8a33d",
+            color=palette.BEST,
             markeredgecolor="black",
             linestyle="none",
             zorder=5,
@@ -617,7 +645,13 @@ def sweep_heatmap(
         i, j = np.unravel_index(flat, values.shape)
         ax.add_patch(
             Rectangle(
-                (j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#d62728", linewidth=3, gid="best"
+                (j - 0.5, i - 0.5),
+                1,
+                1,
+                fill=False,
+                edgecolor=palette.BEST_OUTLINE,
+                linewidth=3,
+                gid="best",
             )
         )
         title += (
@@ -649,27 +683,57 @@ def infeasible_rows(summary: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- a run's set
 
 
+def run_label(name: str, overrides: Sequence[str] = (), sweep: dict[str, Any] | None = None) -> str:
+    """What a run's figures are of: the scenario's name, each `--set` as given, and each
+    key swept with one value (`--param k=v`, so on no axis):
+    `llama70b-1k  --set cluster.spare_nodes=0`."""
+    given = {item.partition("=")[0].strip() for item in overrides}
+    fixed = [
+        f"{key}={_value_text(values[0])}"
+        for key, values in (sweep or {}).items()
+        if isinstance(values, list) and len(values) == 1 and key not in given
+    ]
+    return "  ".join([name, *(f"--set {item}" for item in overrides), *fixed])
+
+
+def caption(fig: Figure, label: str) -> None:
+    """`label` above the figure, small and to the left: which run, what it overrode."""
+    fig.suptitle(label, x=0.01, ha="left", fontsize="small", color=palette.CAPTION, gid="run")
+
+
 def write_figures(
     table: pd.DataFrame,
     summary: pd.DataFrame,
     directory: Path,
     swept_keys: list[str],
     marks: dict[str, dict[str, float]] | None = None,
+    label: str | None = None,
+    means: pd.DataFrame | None = None,
 ) -> list[Path]:
     """The standard figures of a run, as PNG files in `directory`: distributions and
     breakdowns per point; curves against a single swept key, heatmaps over two.
-    A table without the downtime or cost parts (an older run) skips their figures."""
+    A table without the downtime or cost parts (an older run) skips their figures.
+    `label` (`run_label`: the scenario and what was overridden) heads every figure, and
+    names the point of a run without a sweep. `means` (one row per point: its swept
+    values and the mean of each breakdown column over its replicas) feeds the bar figures
+    instead of `table`, which then needs only the distributions' columns (`TABLE_COLUMNS`
+    less the breakdowns): a caller need not hold every column of every replica."""
     directory.mkdir(parents=True, exist_ok=True)
     ok = table[table["error"] == ""] if "error" in table else table
+    if label and not swept_keys:
+        ok = ok.assign(scenario=label)
+    bars = ok
+    if means is not None:
+        bars = means.assign(scenario=label) if label and not swept_keys else means
     figures: dict[str, Callable[[], Figure]] = {
         "time_to_train_cdf.png": lambda: time_to_train_cdf(ok, swept_keys),
         "lost_work.png": lambda: lost_work_distribution(ok, swept_keys),
-        "wall_time_breakdown.png": lambda: wall_time_breakdown(ok, swept_keys),
+        "wall_time_breakdown.png": lambda: wall_time_breakdown(bars, swept_keys),
     }
-    if all(column in ok for column, _, _ in DOWNTIME_SPLIT):
-        figures["downtime_split.png"] = lambda: downtime_split(ok, swept_keys)
-    if all(column in ok for column, _, _ in COST_BREAKDOWN):
-        figures["cost_breakdown.png"] = lambda: cost_breakdown(ok, swept_keys)
+    if all(column in bars for column, _, _ in DOWNTIME_SPLIT):
+        figures["downtime_split.png"] = lambda: downtime_split(bars, swept_keys)
+    if all(column in bars for column, _, _ in COST_BREAKDOWN):
+        figures["cost_breakdown.png"] = lambda: cost_breakdown(bars, swept_keys)
     present = set(summary["metric"]) if "metric" in summary else set()
     numeric = [k for k in swept_keys if pd.api.types.is_numeric_dtype(ok[k])]
     if len(swept_keys) == 1 and numeric:
@@ -686,6 +750,9 @@ def write_figures(
     paths = []
     for name, build in figures.items():  # one figure in memory at a time
         path = directory / name
-        build().savefig(path, dpi=110)
+        fig = build()
+        if label:
+            caption(fig, label)
+        fig.savefig(path, dpi=110)
         paths.append(path)
     return paths

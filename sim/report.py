@@ -13,7 +13,7 @@ import html
 import json
 import math
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim import __version__, analysis, perf
+from sim import __version__, analysis, answer, perf
 from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS
 from sim.compare import FIGURE_PREFIX, fmt_metric
 from sim.results import read_manifest
-from sim.scenario import Point, ScenarioError, ScenarioSet, load_scenario
+from sim.scenario import Point, ScenarioError, ScenarioSet, load_document, load_scenario
 from sim.schema import Scenario
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -88,6 +88,7 @@ class RunContents:
     summary: pd.DataFrame | None  # analysis.summarize_file of replicas.parquet
     plan: dict[str, Any] | None
     figures: list[Path]
+    replicas_per_point: dict[int, int] = field(default_factory=dict)  # error rows included
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
@@ -123,9 +124,12 @@ def load(run_dir: str | Path) -> RunContents:
     table_path = path / "replicas.parquet"
     table = summary = None
     replicas = errors = 0
+    per_point: dict[int, int] = {}
     if table_path.is_file():
         try:
-            table, replicas, errors, summary = _read_table(table_path, scenario_set.swept_keys)
+            table, replicas, errors, summary, per_point = _read_table(
+                table_path, scenario_set.swept_keys
+            )
         except (OSError, ValueError, TypeError, KeyError, pa.ArrowException) as exc:
             raise ScenarioError(
                 str(table_path),
@@ -145,19 +149,23 @@ def load(run_dir: str | Path) -> RunContents:
         key=lambda f: (known.index(f.name) if f.name in known else len(known), f.name),
     ) + sorted(path.glob(f"{FIGURE_PREFIX}*.png"))
     return RunContents(
-        path, manifest, scenario_set, table, replicas, errors, summary, plan, figures
+        path, manifest, scenario_set, table, replicas, errors, summary, plan, figures, per_point
     )
 
 
-def _read_table(table_path: Path, keys: list[str]) -> tuple[pd.DataFrame, int, int, pd.DataFrame]:
-    """The rows the report shows (error rows left out), the replica and error counts, and the
-    summary of the replica table."""
+def _read_table(
+    table_path: Path, keys: list[str]
+) -> tuple[pd.DataFrame, int, int, pd.DataFrame, dict[int, int]]:
+    """The rows the report shows (error rows left out), the replica and error counts, the
+    summary of the replica table and the replicas of each point (error rows included)."""
     names = pq.read_schema(table_path).names
     wanted = [
         "point",
+        "replica",
         "finished",
         "error",
         "time_to_train_days",
+        "wall_hours",
         "downtime_hours",
         "failures",
         "cost_usd",
@@ -176,13 +184,14 @@ def _read_table(table_path: Path, keys: list[str]) -> tuple[pd.DataFrame, int, i
     if wrong:
         raise ValueError(f"the columns {', '.join(wrong)} are not numbers")
     replicas, errors = len(rows), 0
+    per_point = {int(p): int(n) for p, n in rows.groupby("point").size().items()}
     if "error" in rows:
         failed = rows["error"].fillna("") != ""
         errors = int(failed.sum())
         rows = rows[~failed]
     table = rows
     summary = analysis.summarize_file(table_path, keys)
-    return table, replicas, errors, summary
+    return table, replicas, errors, summary, per_point
 
 
 # --------------------------------------------------------------------------- the page
@@ -190,15 +199,15 @@ def _read_table(table_path: Path, keys: list[str]) -> tuple[pd.DataFrame, int, i
 
 def render(run: RunContents) -> str:
     """The report as one HTML document."""
-    sections = [
-        ("scenario", "Scenario", _scenario_section(run)),
-        ("summary", "Summary", _summary_section(run)),
-    ]
-    if len(run.scenario_set.points) > 1:
-        sections.append(("sweep", "Sweep", _sweep_section(run)))
+    # the answer first, then the plan or sweep table it comes from, then what was simulated
+    sections = [("answer", "Answer", _answer_section(run))]
     if run.plan is not None:
         sections.append(("plan", "Plan", _plan_section(run.plan)))
+    elif len(run.scenario_set.points) > 1:  # a plan's table has every point already
+        sections.append(("sweep", "Sweep", _sweep_section(run)))
     sections += [
+        ("scenario", "Scenario", _scenario_section(run)),
+        ("summary", "Summary", _summary_section(run)),
         ("figures", "Figures", _figures_section(run)),
         ("cost", "Cost breakdown", _cost_section(run)),
         ("downtime", "Downtime split", _downtime_section(run)),
@@ -276,35 +285,85 @@ figure img { display: block; max-width: 100%; height: auto; border: 1px solid va
 .status.complete { background: #dafbe1; }
 .status.interrupted, .status.failed, .status.running { background: #fff1c2; }
 .warning { background: #fff8c5; border-left: 4px solid #d4a72c; padding: .4rem .7rem; }
+.headline { background: #eef4fb; border: 1px solid #b6cde8; border-left: 6px solid var(--accent);
+  border-radius: 6px; padding: .7rem 1.1rem; margin: .6rem 0 1rem; font-size: 1.02rem; }
+.headline p { margin: .35rem 0; }
+.headline .point { font-weight: 600; }
+.headline .best { font-weight: 600; }
 """
 
 
 # --------------------------------------------------------------------------- sections
 
 
+def _answer_section(run: RunContents) -> str:
+    """The headline box: per point the answer lines `trainsim run` ends with (for a plan,
+    its choice in a sentence and the chosen point's lines; for a sweep, which point is best
+    on time and on cost)."""
+    if run.summary is None or run.table is None:
+        return _no_table(run)
+    parts = []
+    only = None
+    if run.plan is not None and isinstance(run.plan, dict):
+        parts.append(f"<p class='point'>{_e(answer.plan_sentence(run.plan))}</p>")
+        shown = run.plan.get("chosen") or run.plan.get("highest_p_meet")
+        only = [int(shown["point"])] if shown and "point" in shown else []
+        rows = None  # the plan's race: not a sweep whose best point is asked for
+    else:
+        rows = answer.best_rows(run.table) if len(run.scenario_set.feasible) > 1 else None
+        ran = sorted(run.replicas_per_point)
+        if len(ran) > MAX_POINT_SUMMARIES and rows is not None:
+            bests = answer.best_points(rows)
+            only = sorted({b.point for b in bests})
+    result = answer.run_answer(run.summary, run.scenario_set, rows, only)
+    for label, (first, second) in result.points:
+        name = f"<span class='point'>{_e(label)}</span>: " if label else ""
+        parts.append(f"<p>{name}{_e(first)}<br>{_e(second)}</p>")
+    for line in result.best:
+        parts.append(f"<p class='best'>{_e(line[:1].upper() + line[1:])}.</p>")
+    if only is not None and run.plan is None:
+        parts.append(
+            f"<p class='note'>The best points of {len(run.replicas_per_point)}; the sweep "
+            "table has every one.</p>"
+        )
+    if result.legend:
+        parts.append(f"<p class='note'>Where {_e(result.legend)}.</p>")
+    return f'<div class="headline">{"".join(parts)}</div>'
+
+
 def _scenario_section(run: RunContents) -> str:
     scenario_set = run.scenario_set
-    s = scenario_set.runnable_base
-    parts = []
+    s, base_note = _base_scenario(scenario_set)
     sweep = scenario_set.resolved.get("sweep") or {}
+    parts = []
+    swept_by_topic: dict[str, list[str]] = {}
     if sweep:
+        for key, values in sweep.items():
+            text = f"{key} = {', '.join(_value(v) for v in values)}"
+            swept_by_topic.setdefault(_topic_of(key), []).append(text)
         listed = "; ".join(
             f"<code>{_e(k)}</code> = {_e(', '.join(_value(v) for v in values))}"
             for k, values in sweep.items()
         )
-        first = "first point"
-        if scenario_set.points[0].infeasible is not None:
-            first += " that can run"
         parts.append(
-            f"<p>The run sweeps {len(scenario_set.points)} points: {listed}. "
-            f"The description below is of the {first}.</p>"
+            f"<p>The run sweeps {len(scenario_set.points)} points: {listed}. Below is the "
+            f"base scenario{_e(base_note)}; each point replaces the swept keys' values "
+            "(each named under its topic as <em>Swept</em>).</p>"
         )
         parts.append(_infeasible_note(run))
+    words = []
+    for topic, text in scenario_in_words(s):
+        if topic == "simulation":
+            text = _simulation_words(run, s)
+        swept = swept_by_topic.pop(topic, [])
+        if swept:
+            text += " Swept: " + "; ".join(swept) + "."
+        words.append((topic, text))
+    for swept in swept_by_topic.values():  # keys of no topic above
+        words.append(("swept", "; ".join(swept) + "."))
     parts.append(
         '<dl class="words">'
-        + "".join(
-            f"<dt>{_e(topic)}</dt><dd>{_e(text)}</dd>" for topic, text in scenario_in_words(s)
-        )
+        + "".join(f"<dt>{_e(topic)}</dt><dd>{_e(text)}</dd>" for topic, text in words)
         + "</dl>"
     )
     if s.failures:
@@ -354,6 +413,69 @@ def _scenario_section(run: RunContents) -> str:
             )
         )
     return "\n".join(parts)
+
+
+# The topic of scenario_in_words a swept key belongs to, by its first part (cluster keys
+# by their second).
+TOPICS = {
+    "model": "model",
+    "parallelism": "GPUs",
+    "performance": "GPUs",
+    "network": "GPUs",
+    "storage": "storage",
+    "checkpoint": "checkpoints",
+    "failures": "failures",
+    "recovery": "recovery",
+    "repair": "repair",
+    "health_checks": "health checks",
+    "maintenance": "maintenance",
+    "cost": "cost",
+    "simulation": "simulation",
+}
+SPARE_KEYS = ("spare_nodes", "pool_nodes", "preemptible_nodes", "host_selection_minutes",
+              "preemption_minutes", "lemon_fraction", "lemon_rate_multiplier")  # fmt: skip
+
+
+def _topic_of(key: str) -> str:
+    first, _, rest = key.partition(".")
+    if first == "cluster":
+        return "spares" if rest.split(".")[0] in SPARE_KEYS else "GPUs"
+    return TOPICS.get(first, "swept")
+
+
+def _base_scenario(scenario_set: ScenarioSet) -> tuple[Scenario, str]:
+    """The scenario without its sweep (the file's values with its --set overrides), and a
+    note when that cannot run and the first point that can is described instead."""
+    resolved = scenario_set.resolved
+    if not resolved.get("sweep"):
+        return scenario_set.base, ""
+    try:
+        base = load_document(
+            {k: v for k, v in resolved.items() if k != "sweep"}, scenario_set.source
+        ).base
+        return base, " (the file's values, before the sweep)"
+    except ScenarioError:
+        return scenario_set.runnable_base, (
+            " (the file's values cannot run without the sweep: the first point that can "
+            "run is described)"
+        )
+
+
+def _simulation_words(run: RunContents, s: Scenario) -> str:
+    """The replicas the run really used (a plan or --target-ci gives points different
+    numbers), its seed and horizon."""
+    counts = sorted(set(run.replicas_per_point.values()))
+    seed = run.manifest.get("seed", s.simulation.seed)
+    if not counts:
+        used = f"{s.simulation.replicas:,} replicas per point asked for (no replica table)"
+    elif len(run.replicas_per_point) == 1:
+        used = f"{counts[0]:,} replicas"
+    elif len(counts) == 1:
+        used = f"{counts[0]:,} replicas per point"
+    else:
+        why = " (the plan's race: more replicas to the points still in it)" if run.plan else ""
+        used = f"{counts[0]:,}–{counts[-1]:,} replicas per point{why}"
+    return f"{used}, seed {seed}, horizon {_value(s.simulation.horizon_days)} days."
 
 
 def scenario_in_words(s: Scenario) -> list[tuple[str, str]]:
@@ -652,7 +774,7 @@ def _summary_section(run: RunContents) -> str:
         stats = rows.set_index("metric")
         body = []
         for metric, label in KEY_METRICS:
-            if metric not in stats.index:
+            if metric not in stats.index or metric == "wall_hours":  # time to train, in days
                 continue
             s = stats.loc[metric]
             body.append(
@@ -702,8 +824,11 @@ def _sweep_section(run: RunContents) -> str:
             "finished_fraction",
         )
     )
-    means = ttt["mean"].dropna()
-    best = means.idxmin() if len(means) else None
+    marks: dict[int, list[str]] = {}  # best on time and on cost, as the answer says
+    if run.table is not None and len(run.scenario_set.feasible) > 1:
+        for b in answer.best_points(answer.best_rows(run.table)):
+            for p in [b.point, *b.tied]:
+                marks.setdefault(p, []).append(b.criterion)
     rows, classes = [], []
     cannot = {p.index: p for p in _infeasible_points(run)}
     for point in sorted({*ttt.index, *cannot}):
@@ -726,27 +851,28 @@ def _sweep_section(run: RunContents) -> str:
                 f"{mean:.3f} ± {sem:.3f}" if math.isfinite(mean) else "— (none finished)",
                 fmt_metric("time_to_train_days", ttt.loc[point, "p95"]),
                 fmt_metric("lost_work_hours", lost.loc[point, "mean"]),
-                fmt_metric("goodput", goodput.loc[point, "mean"]),
+                answer.readable("goodput", goodput.loc[point, "mean"]),
                 fmt_metric("cost_usd", cost.loc[point, "mean"]),
                 f"{finished.loc[point, 'mean']:.0%}",
-                "best" if point == best else "",
+                ", ".join(marks.get(int(point), [])),
             ]
         )
-        classes.append("best" if point == best else "")
+        classes.append("best" if int(point) in marks else "")
     return (
-        "<p>Mean time to train ± standard error over finished replicas; the lowest mean is "
-        "marked (replicas share random numbers across points: <code>trainsim optimize</code> "
-        "says whether a difference is real).</p>"
+        "<p>Mean time to train ± standard error over finished replicas; the best points on "
+        "time (mean wall time) and on cost (mean cost) are marked, and the answer above says "
+        "by how much (replicas share random numbers across points: the differences are "
+        "paired).</p>"
         + _table(
             [
-                *keys,
+                *answer.short_keys(keys).values(),
                 "time to train (days)",
                 "p95 (days)",
                 "lost work (h)",
                 "goodput",
-                "cost",
+                "mean cost",
                 "finished",
-                "",
+                "best on",
             ],
             rows,
             numeric=set(range(len(keys) + 6)),
@@ -756,52 +882,138 @@ def _sweep_section(run: RunContents) -> str:
 
 
 def _plan_section(plan: dict[str, Any]) -> str:
-    """plan.json rendered generically: its settings and totals (the plain values) as one
-    table, then `chosen`, `candidates`, `pareto` and any other mapping or list as tables."""
+    """plan.json for people: the choice in a sentence, the search in words, every candidate
+    and the time–cost front with readable headers and statuses (plan.json keeps the raw
+    fields)."""
     if not isinstance(plan, dict):
-        return f"<pre>{_e(json.dumps(plan, indent=2, default=str))}</pre>"
+        return "<p class='warning'>plan.json is not a mapping: not shown.</p>"
+    keys = [k for k in plan.get("varied_keys") or [] if isinstance(k, str)]
+    names = answer.short_keys(keys)
+    objective = str(plan.get("objective", "cost_usd"))
+    q = plan.get("quantile")
+    deadline = plan.get("deadline_days")
+    quantile_name = f"p{q * 100:g}" if isinstance(q, int | float) else "quantile"
+    within = f"{deadline:g} days" if isinstance(deadline, int | float) else "the deadline"
+    parts = []  # the plan's sentence heads the answer above
+    search = []
+    spent, full = plan.get("replicas_spent"), plan.get("replicas_full_grid")
+    if isinstance(spent, int) and isinstance(full, int) and full:
+        search.append(
+            f"The search ran {spent:,} replicas; a plain sweep of the grid at the same "
+            f"precision would run {full:,} ({spent / full:.0%})."
+        )
+    rounds = plan.get("rounds") or []
+    if rounds:
+        search.append(
+            f"It raced {len(rounds)} round(s), doubling the replicas of the points still in "
+            f"the race, and stopped: {plan.get('stop_reason', 'unknown')}."
+        )
+    if search:
+        parts.append(f"<p>{_e(' '.join(search))}</p>")
 
-    def plain(value: Any) -> bool:
-        """A scalar or a list of scalars: a row of the settings table."""
-        if isinstance(value, list):
-            return all(not isinstance(v, dict | list) for v in value)
-        return not isinstance(value, dict)
-
-    parts = ["<p>From <code>plan.json</code> (<code>trainsim plan</code>).</p>"]
-    settings = [[k, _cell(v)] for k, v in plan.items() if k not in PLAN_TITLES and plain(v)]
-    if settings:
-        parts.append(_table(["key", "value"], settings, numeric=set()))
-    rest = [k for k, v in plan.items() if k not in PLAN_TITLES and not plain(v)]
-    for key in [*PLAN_TITLES, *rest]:
-        if key not in plan:
-            continue
-        parts.append(f"<h3>{_e(PLAN_TITLES.get(key, key))}</h3>")
-        if plan[key] is None:
-            parts.append("<p class='note'>none</p>")
-        else:
-            parts.append(_generic(plan[key]))
+    candidates = [c for c in plan.get("candidates") or [] if isinstance(c, dict)]
+    if candidates:
+        parts.append("<h3>Every point, best first</h3>")
+        rows, classes = [], []
+        for c in candidates:
+            ran = bool(c.get("replicas"))
+            rows.append(
+                [
+                    *(_cell(c.get(k)) for k in keys),
+                    f"{c.get('replicas', 0):,}" if ran else "—",
+                    _with_ci(
+                        objective,
+                        c.get("objective_mean"),
+                        c.get("objective_ci_low"),
+                        c.get("objective_ci_high"),
+                    )
+                    if ran
+                    else "—",  # fmt: skip
+                    _share_ci(c.get("p_meet"), c.get("p_meet_low"), c.get("p_meet_high"))
+                    if ran
+                    else "—",
+                    _days(c.get("time_to_train_days_p50")),
+                    _days(
+                        c.get(
+                            f"time_to_train_days_{quantile_name}",
+                            c.get("time_to_train_days_at_quantile"),
+                        )
+                    ),  # fmt: skip
+                    answer.plan_status(c, plan),
+                ]
+            )
+            classes.append("best" if c.get("status") == "chosen" else ("" if ran else "infeasible"))
+        headers = [
+            *(names[k] for k in keys),
+            "replicas",
+            f"{answer.objective_words(objective)} ± 95% CI",
+            f"chance of finishing within {within} (95% CI)",
+            "p50 days",
+            f"{quantile_name} days",
+            "status",
+        ]
+        parts.append(_table(headers, rows, numeric=set(range(len(keys) + 5)), row_classes=classes))
+    front = [r for r in plan.get("pareto") or [] if isinstance(r, dict)]
+    if front:
+        parts.append("<h3>Time–cost Pareto front</h3>")
+        parts.append(
+            f"<p>The points no other point beats on both the {_e(quantile_name)} time to train "
+            "and the mean cost, fastest first.</p>"
+        )
+        rows = [
+            [
+                *(_cell(r.get(k)) for k in keys),
+                _days(r.get("time_to_train_days_at_quantile")),
+                answer.readable("cost_usd", r["cost_usd_mean"])
+                if isinstance(r.get("cost_usd_mean"), int | float)
+                else "—",  # fmt: skip
+                _share_ci(r.get("p_meet"), None, None),
+                answer.front_role(r, plan),
+            ]
+            for r in front
+        ]
+        classes = ["best" if r.get("status") == "chosen" else "" for r in front]
+        parts.append(
+            _table(
+                [
+                    *(names[k] for k in keys),
+                    f"{quantile_name} days",
+                    "mean cost",
+                    f"chance within {within}",
+                    "against the chosen point",
+                ],  # fmt: skip
+                rows,
+                numeric=set(range(len(keys) + 3)),
+                row_classes=classes,
+            )
+        )
+    parts.append(
+        "<p class='note'>Every figure of the search, with its confidence bounds, is in "
+        "<code>plan.json</code> (<code>trainsim plan</code>).</p>"
+    )
     return "\n".join(parts)
 
 
-PLAN_TITLES = {"chosen": "Chosen", "candidates": "Candidates", "pareto": "Pareto front"}
+def _with_ci(objective: str, mean: Any, low: Any, high: Any) -> str:
+    if not isinstance(mean, int | float):
+        return "—"
+    text = answer.readable(objective, mean)
+    if isinstance(low, int | float) and isinstance(high, int | float):
+        text += f" ± {answer.readable(objective, (high - low) / 2)}"
+    return text
 
 
-def _generic(value: Any) -> str:
-    """A JSON value as HTML: a list of mappings as a table, a mapping as key/value rows."""
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        columns = list(dict.fromkeys(k for row in value for k in row))
-        rows = [[_cell(row.get(k)) for k in columns] for row in value]
-        numeric = {
-            i
-            for i, k in enumerate(columns)
-            if all(isinstance(row.get(k), int | float) or row.get(k) is None for row in value)
-        }
-        return _table(columns, rows, numeric=numeric)
-    if isinstance(value, dict):
-        return _table(["key", "value"], [[k, _cell(v)] for k, v in value.items()], numeric=set())
-    if isinstance(value, list) and not value:
-        return "<p class='note'>none</p>"
-    return f"<p>{_e(_cell(value))}</p>"
+def _share_ci(p: Any, low: Any, high: Any) -> str:
+    if not isinstance(p, int | float):
+        return "—"
+    text = f"{p:.0%}"
+    if isinstance(low, int | float) and isinstance(high, int | float):
+        text += f" ({low:.0%} – {high:.0%})"
+    return text
+
+
+def _days(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) and math.isfinite(value) else "—"
 
 
 def _cell(value: Any) -> str:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
+import os
+import stat
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +32,7 @@ from sim.schema import (
     CONFIGURATION_SECTIONS,
     MAX_ECHO,
     NOT_STEP_KEYS,
+    NOT_SWEEPABLE,
     SWEEPABLE_ROOT,
     BackupConfig,
     KeyPathError,
@@ -85,6 +89,8 @@ class ScenarioSet:
     # what loading changed beyond the keys given, for the user (the CLI prints them on
     # stderr): e.g. a tier whose kind an override or sweep changed starts from its preset
     notes: list[str] = field(default_factory=list)
+    # the --set assignments as given, in order: what the figures' labels say was overridden
+    overrides: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -254,11 +260,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     source = str(path)
-    try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_FILE_BYTES + 1)  # never more: /dev/zero, a huge log
-    except OSError as exc:
-        raise ScenarioError(source, "", f"cannot read the scenario file ({exc.strerror})") from None
+    data = read_regular_file(source, MAX_FILE_BYTES + 1)  # never more: a huge log
     if len(data) > MAX_FILE_BYTES:
         raise ScenarioError(
             source,
@@ -276,6 +278,42 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
             source, "", "expected a YAML mapping of sections (name, model, cluster, ...)"
         )
     return document
+
+
+def read_regular_file(source: str, limit: int, what: str = "scenario file") -> bytes:
+    """At most `limit` bytes of a regular file, or a ScenarioError naming it. Anything else
+    (a FIFO nobody writes to, a device such as /dev/zero, a socket, a directory) is
+    refused without blocking: the file is opened non-blocking and checked before a read."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ScenarioError(source, "", f"cannot read the {what} ({exc.strerror})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(mode)
+                else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(mode)
+                else "a device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket"
+                if stat.S_ISSOCK(mode)
+                else "not a file"
+            )
+            raise ScenarioError(
+                source, "", f"{kind}, not a regular file; expected the path of a YAML {what}"
+            )
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb") as file:
+            fd = -1  # the file object closes it
+            return file.read(limit)
+    except OSError as exc:
+        raise ScenarioError(source, "", f"cannot read the {what} ({exc.strerror})") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _decode(source: str, data: bytes) -> str:
@@ -377,6 +415,8 @@ def load_document(
                 source, f"sweep.{key}", f"expected a non-empty list of values, got {echo(values)}"
             )
         _check_path(source, key, base, origin="sweep")
+        _check_sweepable(source, key, values)
+    _check_exclusive_sweep(source, list(sweep))
     notes += _keep_set_figures(base, sweep, set_keys)  # adds to raw["sweep"] (the same dict)
     count = math.prod(len(values) for values in sweep.values())
     if count > MAX_POINTS:
@@ -412,7 +452,9 @@ def load_document(
         where = f" (at sweep point {echo(first.params)})" if first.params else ""
         more = f"; none of the {len(points)} sweep points can run" if len(points) > 1 else ""
         raise ScenarioError(source, key, message + where + more)
-    return ScenarioSet(source=source, resolved=raw, points=points, notes=notes)
+    return ScenarioSet(
+        source=source, resolved=raw, points=points, notes=notes, overrides=list(overrides or [])
+    )
 
 
 def _record_mfu_at(before: dict[str, Any], after: dict[str, Any]) -> None:
@@ -606,6 +648,57 @@ def _check_path(source: str, key: str, raw: dict[str, Any], origin: str) -> None
         )
         node = node.get(part) if isinstance(node, dict) else None
         model = [sub] if is_list else sub
+
+
+def _check_sweepable(source: str, key: str, values: list[Any]) -> None:
+    """A swept key must be one whose values can differ between points (not the seed, the
+    replicas or the executor: every point shares them), and each value is given once."""
+    for fixed in NOT_SWEEPABLE:
+        if key == fixed or fixed.startswith(key + "."):
+            raise ScenarioError(
+                source,
+                key,
+                f"{fixed} cannot be swept (--param, plan --vary or sweep:): every sweep point "
+                "runs the same seed, replicas and executor (replica r draws the same random "
+                "numbers at every point). Set it once with --set or the command's option "
+                "(--seed, --replicas, --executor), or start separate runs",
+            )
+    seen: dict[str, int] = {}
+    for i, value in enumerate(values):
+        try:
+            token = json.dumps(value, sort_keys=True, default=repr)
+        except (TypeError, ValueError):
+            token = repr(value)
+        if isinstance(value, float) and value.is_integer():
+            token = repr(int(value))  # 500 and 500.0 are one value
+        if token in seen:
+            raise ScenarioError(
+                source,
+                key,
+                f"the sweep gives the value {echo(value)} twice (items {seen[token] + 1} and "
+                f"{i + 1}): each value once, or the points would repeat each other",
+            )
+        seen[token] = i
+
+
+def _check_exclusive_sweep(source: str, keys: list[str]) -> None:
+    """Two swept keys of which a scenario gives exactly one (checkpoint.interval_steps and
+    checkpoint.interval_minutes, say) are refused: each point could hold only one of them."""
+    for i, first in enumerate(keys):
+        for second in keys[i + 1 :]:
+            a, b = first.split("."), second.split(".")
+            if len(a) != len(b) or any(x != y for x, y in zip(a[:-1], b[:-1])):
+                continue  # not siblings (failures.0.* and failures.1.* are not exclusive)
+            pa = ".".join("*" if p.isdigit() else p for p in a)
+            pb = ".".join("*" if p.isdigit() else p for p in b)
+            if any(pa in group and pb in group and pa != pb for group in EXCLUSIVE):
+                raise ScenarioError(
+                    source,
+                    second,
+                    f"{first} and {second} are exclusive (a scenario gives one of them; "
+                    "setting one removes the other), so they cannot be swept together: "
+                    "sweep one of them",
+                )
 
 
 # Keys of which a scenario gives exactly one: an override or sweep of one replaces the others.

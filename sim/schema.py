@@ -35,6 +35,13 @@ MAX_HOURS = MAX_DAYS * 24
 MAX_MINUTES = MAX_HOURS * 60
 MIN_GB_S, MAX_GB_S = 1e-3, 1e7  # any bandwidth: 1 MB/s to 10 PB/s
 MAX_SEED = 2**63 - 1  # the replica table stores the seed as int64
+MAX_COUNT = 10**6  # any count a scenario gives (nodes, parallel sizes, keep_last, ...)
+MAX_REPLICAS = MAX_COUNT  # replicas per sweep point (simulation.replicas, --replicas)
+# replicas of one run, every point together: its table (~60 columns a row) stays within a
+# few gigabytes, and the replicas to run are counted before the first is simulated
+MAX_RUN_REPLICAS = 10**7
+# keys a sweep (--param, plan --vary, sweep:) cannot vary: every point shares them
+NOT_SWEEPABLE = ("simulation.seed", "simulation.replicas", "simulation.executor")
 
 
 _echo_repr = reprlib.Repr()
@@ -69,7 +76,7 @@ PositiveMinutes = Annotated[float, Field(gt=0, le=MAX_MINUTES)]
 PositiveHours = Annotated[float, Field(gt=0, le=MAX_HOURS)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
 Efficiency = Annotated[float, Field(ge=0.01, le=1)]  # a share of a peak that a time divides by
-Count = Annotated[int, Field(gt=0, le=10**6, strict=True)]
+Count = Annotated[int, Field(gt=0, le=MAX_COUNT, strict=True)]
 Steps = Annotated[int, Field(gt=0, le=10**17, strict=True)]  # as many as tokens can make
 NodeCount = Annotated[int, Field(ge=0, le=10**6, strict=True)]
 Probability = Annotated[float, Field(ge=0, le=1)]

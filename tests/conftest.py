@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -248,38 +250,195 @@ def timeline_problems(record, tol_s: float = 1e-6) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the repository stays clean
+#
+# Tests write only to their own temporary directories. What a test itself creates is
+# checked, never the checkout as a whole, so that a user's run writing results/ in another
+# shell (or a new file saved in an editor) while the suite runs fails no test:
+#
+# - The CLI's default output root (`--out`, else $TRAINSIM_RESULTS, else results/) is a
+#   session temporary directory: a command a test runs without --out, in this process or
+#   a subprocess, writes there.
+# - An audit hook (sys.addaudithook) records every file this process opens for writing,
+#   and every directory it creates, renames or removes, inside the checkout during a test.
+# - The test's Python subprocesses (the `trainsim` command, notebook kernels) record the
+#   same with the same hook: PYTHONPATH leads them to a `sitecustomize` that installs it
+#   and appends what it saw to the log the running test names ($TRAINSIM_GUARD_LOG).
+#
+# Either fails that test at its teardown, naming it and the paths. Caches (bytecode,
+# pytest, hypothesis, ruff) and pytest's temporary directories are never counted.
 
-# What running tests may leave behind anyway: bytecode and tool caches (all git-ignored).
-_HARMLESS = ("__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache")
+RESULTS_ENV = "TRAINSIM_RESULTS"  # sim.cli's default output root
+GUARD_ENV = ("TRAINSIM_GUARD_ROOT", "TRAINSIM_GUARD_LOG", "TRAINSIM_GUARD_BASETEMP")
+
+# The hook, shared by this process and (as the text of a sitecustomize module) its Python
+# subprocesses: `record(relative_path)` is what each does with a write it sees.
+HOOK = r"""
+import os as _os
+
+_HARMLESS = ("__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", ".git")
+_WRITE_FLAGS = _os.O_WRONLY | _os.O_RDWR | _os.O_CREAT | _os.O_TRUNC | _os.O_APPEND
+_WATCHED = frozenset({"open", "os.mkdir", "os.rename", "os.remove", "os.rmdir",
+                      "os.symlink", "os.link", "os.truncate", "shutil.rmtree"})
 
 
-def _untracked() -> set[str] | None:
-    """Paths git reports as untracked or ignored (None outside a git checkout)."""
-    import subprocess
-
+def _inside(path, root, basetemp):
+    # the path relative to the checkout `root` when inside it, not a cache nor pytest's
+    if isinstance(path, int) or path is None or not root:
+        return None
     try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.SubprocessError):
+        full = _os.path.normpath(_os.path.join(_os.getcwd(), _os.fsdecode(path)))
+    except (TypeError, ValueError, OSError):
         return None
-    if out.returncode != 0:
+    if full != root and not full.startswith(root + _os.sep):
         return None
-    paths = {line[3:] for line in out.stdout.splitlines() if line[:2] in ("??", "!!")}
-    return {p for p in paths if not any(part in _HARMLESS for part in Path(p).parts)}
+    if basetemp and (full == basetemp or full.startswith(basetemp + _os.sep)):
+        return None
+    relative = _os.path.relpath(full, root)
+    if any(part in _HARMLESS for part in relative.split(_os.sep)):
+        return None
+    return relative
+
+
+def _targets(event, args):
+    if event == "open":
+        path, mode, flags = args
+        if isinstance(mode, str):
+            writes = any(c in mode for c in "wax+")
+        else:
+            writes = isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+        return [path] if writes else []
+    if event == "os.rename":
+        return [args[0], args[1]]
+    if event in ("os.symlink", "os.link"):
+        return [args[1]]
+    if event == "os.mkdir":
+        try:
+            return [] if _os.path.exists(_os.fsdecode(args[0])) else [args[0]]
+        except (TypeError, ValueError):
+            return []
+    return [args[0]]
+
+
+def make_hook(where, record):
+    # an audit hook calling record(relative path) for each write into the checkout;
+    # where() gives (root, basetemp), or None while nothing is watched
+    def hook(event, args):
+        if event not in _WATCHED:
+            return
+        try:
+            place = where()
+            if place is None:
+                return
+            for target in _targets(event, args):
+                relative = _inside(target, *place)
+                if relative is not None:
+                    record(relative)
+        except Exception:  # an audit hook must never break what it watches
+            return
+    return hook
+"""
+
+# What a subprocess runs at startup (its `sitecustomize`): the hook, logging to the file
+# the environment names while a test runs.
+CHILD = (
+    HOOK
+    + r"""
+
+def _where():
+    log = _os.environ.get("TRAINSIM_GUARD_LOG")
+    return (_os.environ.get("TRAINSIM_GUARD_ROOT"), _os.environ.get("TRAINSIM_GUARD_BASETEMP")) if log else None
+
+
+def _record(relative):
+    fd = _os.open(_os.environ["TRAINSIM_GUARD_LOG"], _os.O_WRONLY | _os.O_CREAT | _os.O_APPEND, 0o600)
+    try:
+        _os.write(fd, (relative + "\n").encode("utf-8", "surrogateescape"))
+    finally:
+        _os.close(fd)
+
+
+import sys as _sys
+
+_sys.addaudithook(make_hook(_where, _record))
+"""
+)
+
+_guard: dict[str, Any] = {}
+exec(compile(HOOK, "<repository guard>", "exec"), _guard)  # noqa: S102 - our own text
+
+
+class _Writes:
+    """What the running test wrote into the checkout (the audit hook fills it)."""
+
+    root = os.path.normpath(str(ROOT))
+    logs = ""  # the directory of the subprocesses' logs (and of their sitecustomize)
+    basetemp = ""  # pytest's temporary directories (--basetemp may put them in the checkout)
+    test: str | None = None
+    paths: list[str] = []
+
+
+sys.addaudithook(
+    _guard["make_hook"](
+        lambda: (_Writes.root, _Writes.basetemp) if _Writes.test is not None else None,
+        lambda relative: _Writes.paths.append(relative),
+    )
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def repository_stays_clean():
-    """Tests write only to temporary directories: a test run must leave no new file in the
-    checkout (results/ above all)."""
-    before = _untracked()
+def guarded_session(tmp_path_factory):
+    """For the whole session: the CLI's default output root is a temporary directory, and
+    Python subprocesses load the hook (a sitecustomize found through PYTHONPATH)."""
+    saved = {name: os.environ.get(name) for name in (RESULTS_ENV, "PYTHONPATH", *GUARD_ENV)}
+    _Writes.basetemp = os.path.normpath(str(tmp_path_factory.getbasetemp()))
+    site = tmp_path_factory.mktemp("guard")
+    (site / "sitecustomize.py").write_text(CHILD)
+    os.environ[RESULTS_ENV] = str(tmp_path_factory.mktemp("default-results"))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), saved["PYTHONPATH"]]))
+    os.environ["TRAINSIM_GUARD_ROOT"] = _Writes.root
+    os.environ["TRAINSIM_GUARD_BASETEMP"] = _Writes.basetemp
+    _Writes.logs = str(site)
     yield
-    after = _untracked()
-    if before is not None and after is not None:
-        new = sorted(after - before)
-        assert not new, f"the tests left files in the repository: {new[:10]}"
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def repository_problems(test: str, written: list[str]) -> str | None:
+    """The failure message for what a test wrote into the checkout (None: nothing)."""
+    paths = sorted(set(written))
+    if not paths:
+        return None
+    return (
+        f"{test} wrote into the repository ({', '.join(paths[:10])}"
+        f"{', ...' if len(paths) > 10 else ''}): tests write only to tmp_path"
+    )
+
+
+def subprocess_writes(log: Path) -> list[str]:
+    """What the test's Python subprocesses logged (nothing when none wrote)."""
+    try:
+        return log.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+@pytest.fixture(autouse=True)
+def repository_stays_clean(request):
+    """Fail the test that writes into the checkout, at its own teardown, naming it."""
+    log = Path(_Writes.logs) / f"{os.getpid()}-{id(request)}.log"
+    log.unlink(missing_ok=True)
+    os.environ["TRAINSIM_GUARD_LOG"] = str(log)
+    _Writes.test, _Writes.paths = request.node.nodeid, []
+    try:
+        yield
+    finally:
+        written = _Writes.paths
+        _Writes.test, _Writes.paths = None, []
+        os.environ.pop("TRAINSIM_GUARD_LOG", None)
+    problem = repository_problems(request.node.nodeid, written + subprocess_writes(log))
+    log.unlink(missing_ok=True)
+    if problem:
+        pytest.fail(problem)

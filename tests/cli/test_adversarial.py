@@ -110,7 +110,7 @@ CASES: dict[str, Case] = {
         ["validate", "{s}"], {"s": lambda: dump(base_doc()).encode("utf-16")}, ["UTF-16"]
     ),
     "binary": Case(["calc", "{s}"], {"s": bytes(range(256)) * 8}, ["NUL"]),
-    "dev zero": Case(["validate", "/dev/zero"], {}, ["/dev/zero", "larger than"]),
+    "dev zero": Case(["validate", "/dev/zero"], {}, ["/dev/zero", "not a regular file"]),
     "2 MB file": Case(
         ["validate", "{s}"],
         {"s": lambda: dump(base_doc()) + "# " + "x" * 2_000_000 + "\n"},

@@ -133,9 +133,10 @@ def test_compare_pairs_replicas_of_one_seed_and_the_numbers_are_the_tables(runs)
     assert "paired by replica" in flat and "common random numbers" in flat
     row = rows_of(r.stdout)["time_to_train_days"]
     ttt = pair["metrics"]["time_to_train_days"]
-    assert float(row[0]) == pytest.approx(ttt["mean_a"], rel=1e-3)
-    assert float(row[2]) == pytest.approx(ttt["difference"], rel=1e-3)
-    assert row[5].startswith("A") and row[6] == "20"
+    assert row[0] == f"{ttt['mean_a']:.2f} days"  # days, and a difference under a day in hours
+    hours = float(row[2].removesuffix(" h")) if row[2].endswith(" h") else float(row[2].removesuffix(" min")) / 60  # fmt: skip
+    assert hours == pytest.approx(ttt["difference"] * 24, abs=0.006)
+    assert row[5].startswith("A") and "n = 20 (pairs of replicas)" in flat
     assert rows_of(r.stdout)["goodput"][5].startswith("A (higher)")
     assert "figure: " in r.stdout
 
@@ -165,7 +166,7 @@ def test_compare_uses_welch_when_the_seeds_differ(runs, tmp_path):
     assert not list(runs["C"].glob("compare-with-*.png"))  # --figure replaces the default
     r = trainsim("compare", str(runs["A"]), str(runs["C"]), "--no-figure")
     assert r.returncode == 0 and "Welch's t interval" in " ".join(r.stdout.split())
-    assert "20 / 20" in r.stdout
+    assert "20 / 20" in r.stdout  # n of A / of B
 
 
 def test_compare_counts_the_replicas_that_did_not_finish(runs):
@@ -229,7 +230,7 @@ def test_compare_refuses_bad_input_with_exit_2(runs, tmp_path):
     blocked.write_text("")
     cases = [
         ([str(tmp_path / "missing"), str(runs["B"])], "missing", "does not exist"),
-        ([str(runs["A"]), str(empty)], "empty", "no readable run.json"),
+        ([str(runs["A"]), str(empty)], "empty", "run.json"),
         ([str(runs["A"]), str(no_table)], "no-table", "replicas.parquet"),
         ([str(odd), str(runs["B"])], "odd", "lacks the columns time_to_train_days"),
         ([str(runs["S1"]), str(other)], str(other), "--point-a I --point-b J"),
@@ -377,42 +378,71 @@ def test_report_escapes_text_and_shows_sweeps_and_plans(runs, tmp_path):
 
     sweep = tmp_path / "sweep"
     shutil.copytree(runs["S1"], sweep)
+    assert trainsim("report", str(sweep)).returncode == 0
+    page = parse((sweep / "report.html").read_text())
+    assert page.sections[:3] == ["answer", "sweep", "scenario"]  # the answer first
+    words = " ".join(" ".join(page.text).split())
+    for minutes in (30, 60, 120):  # every point has its summary and its sweep row
+        assert f"checkpoint.interval_minutes={minutes}" in words
+    assert "best on" in words and "time" in words
+    assert "ran with --no-figures" in words
+
     plan = {
         "objective": "cost_usd",
         "deadline_days": 19.5,
-        "chosen": {"point": 1, "checkpoint.interval_minutes": 60, "status": "chosen"},
+        "quantile": 0.9,
+        "varied_keys": ["checkpoint.interval_minutes"],
+        "chosen": {
+            "point": 1,
+            "checkpoint.interval_minutes": 60,
+            "status": "chosen",
+            "replicas": 20,
+            "objective_mean": 145553.0,
+            "p_meet": 1.0,
+            "p_meet_low": 0.84,
+            "p_meet_high": 1.0,
+        },  # fmt: skip
         "candidates": [
             {
                 "point": 1,
                 "checkpoint.interval_minutes": 60,
+                "replicas": 20,
+                "objective_mean": 145553.0,
                 "cost_usd_mean": 145553.0,
                 "status": "chosen",
-            },  # fmt: skip
+            },
             {
                 "point": 0,
                 "checkpoint.interval_minutes": 30,
+                "replicas": 20,
+                "objective_mean": 146001.5,
                 "cost_usd_mean": 146001.5,
                 "status": "<dominated>",
-            },  # fmt: skip
-        ],
-        "pareto": [{"point": 1, "time_to_train_days_at_quantile": 17.9, "cost_usd_mean": 145553.0}],
+            },
+        ],  # fmt: skip
+        "pareto": [
+            {
+                "point": 1,
+                "checkpoint.interval_minutes": 60,
+                "time_to_train_days_at_quantile": 17.9,
+                "cost_usd_mean": 145553.0,
+            }
+        ],  # fmt: skip
         "rounds": [{"round": 1, "points": 3, "replicas": 20}],
+        "stop_reason": "one point is left",
     }
     (sweep / "plan.json").write_text(json.dumps(plan))
     assert trainsim("report", str(sweep)).returncode == 0
     text = (sweep / "report.html").read_text()
     page = parse(text)
-    assert {"sweep", "plan"} <= set(page.sections)
+    assert page.sections[:3] == ["answer", "plan", "scenario"]  # the plan's table, no sweep's
     words = " ".join(" ".join(page.text).split())
-    for heading in ("Chosen", "Candidates", "Pareto front", "rounds"):
+    assert "The plan chose interval_minutes=60" in words
+    for heading in ("Every point, best first", "Time–cost Pareto front"):
         assert heading in words
-    assert "145,553" in words and "146,002" in words and "<dominated>" in words
-    assert "&lt;dominated&gt;" in text
-    assert "cost_usd_mean" in words and "deadline_days 19.5" in words
-    for minutes in (30, 60, 120):  # every point has its summary and its sweep row
-        assert f"checkpoint.interval_minutes={minutes}" in words
-    assert words.count("best") >= 1
-    assert "ran with --no-figures" in words
+    assert "$145,553" in words and "$146,002" in words and "<dominated>" in words
+    assert "&lt;dominated&gt;" in text  # an unknown status is shown as it is, escaped
+    assert "cost_usd_mean" not in words and "deadline_days" not in words
 
 
 def test_report_refuses_what_is_not_a_run(tmp_path):

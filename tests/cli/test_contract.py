@@ -52,7 +52,7 @@ def test_readme_commands_run(command, tmp_path):
     args = shlex.split(command)
     if "*" in command:
         args = args[:-1] + [str(p) for p in sorted(ROOT.glob(args[-1]))]
-    if args[1] in ("run", "optimize", "plan"):
+    if args[1] in ("run", "optimize", "plan", "fit"):
         args += ["--out", str(tmp_path)]  # keep the repository's results/ clean
     if args[1] == "run":
         args += ["--no-figures"]

@@ -228,7 +228,7 @@ def test_ctrl_c_cancels_the_tasks_and_returns_quickly(tmp_path, cluster):
         if run.poll() is None:
             run.kill()
     assert run.returncode == 130, err
-    assert "resume with: trainsim run --resume" in err
+    assert "trainsim run --resume" in err.split("resume with: ", 1)[1]  # trainsim's full path
     assert took < 6, f"took {took:.1f} s to stop"
     assert scheduler_idle(address, within_s=5), "pending tasks must be cancelled"
 

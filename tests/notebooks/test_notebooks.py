@@ -22,6 +22,7 @@ NOTEBOOKS = ROOT / "notebooks"
 FIGURES = {
     "checkpoint_intervals.ipynb": 2,
     "fabric.ipynb": 3,
+    "from_your_data.ipynb": 3,
     "operations.ipynb": 4,
     "sizing.ipynb": 1,
     "storage.ipynb": 1,
@@ -78,3 +79,30 @@ def test_notebook_runs_from_repository_root():
     # must find scenarios/ either way. One notebook, the quickest, is enough to prove it.
     name = "fabric.ipynb"
     _check_figures(name, _execute(name, ROOT))
+
+
+# a colour written out in a notebook (not sim.palette's) ...
+LITERAL_COLOUR = re.compile(r"""["'](tab:\w+|#[0-9a-fA-F]{6}|C\d)["']""")
+# ... next to a time bucket or a part of downtime: that series must take the palette's colour
+BUCKET_WORDS = re.compile(
+    r"slowdown|lost.work|stall|downtime|node.wait|detect|restart|checkpoint.load|ideal"
+)
+
+
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_notebooks_colour_buckets_from_the_palette(name):
+    """A series that is a time bucket or a part of downtime is drawn in sim.palette's colour
+    for it (slowdown orange, downtime brown, ...), as in every figure of a run; a colour
+    written out beside one (the old 'tab:orange' slowdown, 'tab:red' stall) fails."""
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        lines = cell.source.splitlines()
+        for index, line in enumerate(lines):
+            if not LITERAL_COLOUR.search(line):
+                continue
+            around = " ".join(lines[max(0, index - 1) : index + 2])
+            assert not BUCKET_WORDS.search(around), (
+                f"{name}: a bucket drawn in a colour of its own, not sim.palette's:\n{line}"
+            )

@@ -5,6 +5,8 @@ real column names, plus one tiny real run through the library."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from sim import analysis, columns, plots
+from sim import analysis, columns, palette, plots
 from sim.api import FIGURE_COLUMNS, run_scenario
 from sim.engine.ledger import DOWNTIME_PARTS as LEDGER_DOWNTIME_PARTS
 from sim.montecarlo import COLUMNS
@@ -381,3 +384,156 @@ def test_a_real_two_key_sweep_writes_its_heatmaps(tmp_path, monkeypatch):
         if t.get_gid() == "cell"
     }
     assert cells == {(i, j): plots.usd(v) for (i, j), v in np.ndenumerate(means.to_numpy())}
+
+
+# ---------------------------------------------------------------------------- one palette
+
+
+def _bar_colours(fig: Figure) -> dict[str, set[str]]:
+    """Column (a bar's gid) -> the hex colours its bars have, over every axes of a figure."""
+    found: dict[str, set[str]] = {}
+    for ax in fig.axes:
+        for bars in ax.containers:
+            for patch in bars.patches:
+                found.setdefault(patch.get_gid(), set()).add(to_hex(patch.get_facecolor()))
+    return found
+
+
+def _bucket_of(column: str) -> str:
+    return column.removeprefix("cost_").removesuffix("_usd").removesuffix("_hours")
+
+
+def test_every_figure_draws_a_bucket_in_the_palette_colour_and_the_same_across_figures():
+    table = replica_table(one_key((250, 1000)))
+    sized = replica_table([{"cluster.nodes": 64}, {"cluster.nodes": 128}])
+    sized.loc[sized["point"] == 1, "ideal_hours"] = 192.0  # twice the nodes: half the ideal
+    figures = {
+        "wall": plots.wall_time_breakdown(table, [INTERVAL]),
+        "wall, ideal differs": plots.wall_time_breakdown(sized, ["cluster.nodes"]),
+        "cost": plots.cost_breakdown(table, [INTERVAL]),
+        "downtime": plots.downtime_split(table, [INTERVAL]),
+    }
+    seen: dict[str, dict[str, set[str]]] = {}  # bucket or part -> figure -> colours
+    for name, fig in figures.items():
+        for column, colours in _bar_colours(fig).items():
+            seen.setdefault(_bucket_of(column), {})[name] = colours
+    for bucket in [*columns.TIME_BUCKETS, "idle_spares"]:
+        assert bucket in seen, f"no figure draws {bucket}"
+        for name, colours in seen[bucket].items():
+            assert colours == {palette.bucket_colour(bucket)}, (bucket, name, colours)
+    assert set(seen["lost_work"]) == {"wall", "wall, ideal differs", "cost"}
+    assert seen["ideal"].keys() == {"wall, ideal differs", "cost"}
+    for part in ("detect", "node_wait", "restart", "checkpoint_load"):
+        assert seen[part] == {"downtime": {palette.downtime_colour(part)}}
+    # a curve of a bucket's metric is drawn in the bucket's colour
+    summary = summary_of({250: 1.0, 1000: 3.0}, "lost_work_hours")
+    curve = plots.sweep_curve(summary, INTERVAL, "lost_work_hours").axes[0]
+    (mean,) = [line for line in curve.get_lines() if line.get_label() == "mean"]
+    assert to_hex(mean.get_color()) == palette.bucket_colour("lost_work")
+
+
+def _lab(colour: str) -> np.ndarray:
+    """CIE L*a*b* (D65) of an sRGB colour: distances in it follow what the eye tells apart."""
+    rgb = np.array(to_rgb(colour))
+    rgb = np.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722],
+                    [0.0193, 0.1192, 0.9505]]) @ rgb / np.array([0.95047, 1.0, 1.08883])  # fmt: skip
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_no_two_buckets_or_downtime_parts_share_a_colour():
+    # a colour names one thing: no downtime part looks like a bucket (orange was slowdown in
+    # one figure and waiting for nodes in another), and every part is named
+    assert set(palette.DOWNTIME) == set(columns.DOWNTIME_PARTS)
+    assert set(palette.BUCKETS) == {*columns.TIME_BUCKETS, "idle_spares"}
+    named = {**{k: c for k, (_, c) in palette.BUCKETS.items()},
+             **{k: c for k, (_, c) in palette.DOWNTIME.items()}}  # fmt: skip
+    for (a, colour_a), (b, colour_b) in itertools.combinations(named.items(), 2):
+        distance = float(np.linalg.norm(_lab(colour_a) - _lab(colour_b)))
+        assert distance > 15, f"{a} and {b} look alike ({colour_a}, {colour_b}: ΔE {distance:.0f})"
+    # ... and a part is never a shade of a bucket: another hue, or clearly lighter or darker
+    # (the old tab20 parts had the buckets' hues: orange, red, blue, purple at their lightness)
+    for part, (_, colour) in palette.DOWNTIME.items():
+        for bucket, (_, bucket_colour) in palette.BUCKETS.items():
+            (l1, a1, b1), (l2, a2, b2) = _lab(colour), _lab(bucket_colour)
+            if min(np.hypot(a1, b1), np.hypot(a2, b2)) < 15:
+                continue  # a grey has no hue to share
+            hue = abs(np.degrees(np.arctan2(b1, a1) - np.arctan2(b2, a2))) % 360
+            assert min(hue, 360 - hue) >= 20 or abs(l1 - l2) >= 20, (part, bucket)
+
+
+# ---------------------------------------------------------------------------- wall time
+
+
+def test_wall_time_shows_the_hours_beyond_ideal_from_zero_and_prints_the_wall_time():
+    table = replica_table(one_key((250, 1000, 4000)))
+    fig = plots.wall_time_breakdown(table, [INTERVAL])
+    rendered(fig)
+    (ax,) = fig.axes  # every point has the same ideal: one panel, the overheads
+    means = table.groupby("point")[["wall_hours", "ideal_hours"]].mean()
+    beyond = (means["wall_hours"] - means["ideal_hours"]).to_numpy()
+    assert stacked_sums(ax) == pytest.approx(beyond, rel=1e-9)
+    assert ax.get_ylim()[0] == 0  # from zero: heights compare
+    assert "ideal_hours" not in {bars.patches[0].get_gid() for bars in ax.containers}
+    assert "ideal compute (16.00 days at every point)" in ax.get_title()
+    over, days = plots.decimals_for(beyond, 3), plots.decimals_for(means["wall_hours"] / 24)
+    totals = [t.get_text() for t in ax.texts if t.get_gid() == "total"]
+    assert totals == [
+        f"+{h:.{over}f} h\n= {w / 24:.{days}f} d" for h, w in zip(beyond, means["wall_hours"])
+    ]
+
+
+def test_wall_time_draws_the_whole_from_zero_when_the_ideal_differs_by_point():
+    table = replica_table([{"cluster.nodes": 64}, {"cluster.nodes": 128}])
+    half = table["point"] == 1
+    table.loc[half, "ideal_hours"] = 192.0
+    table.loc[half, "wall_hours"] -= 192.0
+    whole, beyond = plots.wall_time_breakdown(table, ["cluster.nodes"]).axes
+    days = table.groupby("point")["wall_hours"].mean().to_numpy() / 24
+    assert stacked_sums(whole) == pytest.approx(days, rel=1e-9)
+    assert whole.get_ylim()[0] == 0 and "ideal differs" in whole.get_title()
+    assert len(stacked_sums(beyond)) == 2
+
+
+# ---------------------------------------------------------------------------- labels
+
+
+def test_run_label_names_the_overrides_and_the_keys_swept_with_one_value():
+    label = plots.run_label(
+        "llama70b-1k",
+        ["cluster.spare_nodes=0", "checkpoint.mode=async"],
+        {"cluster.spare_nodes": [0], "checkpoint.keep_last": [2], INTERVAL: [250, 500]},
+    )
+    assert label == (
+        "llama70b-1k  --set cluster.spare_nodes=0  --set checkpoint.mode=async  "
+        "checkpoint.keep_last=2"
+    )
+    assert plots.run_label("llama70b-1k") == "llama70b-1k"
+
+
+def test_a_runs_figures_say_what_was_overridden(tmp_path, monkeypatch):
+    """Through the library, as `trainsim run --set` does: the overrides reach run.json and
+    head every figure; without a sweep they also name the point."""
+    drawn: dict[str, Figure] = {}
+
+    def keep(fig, path, **_):
+        drawn[Path(path).name] = fig
+        Path(path).write_bytes(b"")
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    document = merge(TINY, {"failures": [{"name": "node", "scope": "node", "mtbf_hours": 1.0,
+                                          "detect_minutes": 1, "repair_hours": 0.2}]})  # fmt: skip
+    scenario_set = load_document(document, "tiny", overrides=[f"{SPARES}=0"])
+    outcome = run_scenario(
+        scenario_set, replicas=4, workers=1, executor="serial", out=tmp_path, progress=False
+    )
+    manifest = json.loads((outcome.run_dir / "run.json").read_text())
+    assert manifest["overrides"] == [f"{SPARES}=0"]
+    label = f"{scenario_set.name}  --set {SPARES}=0"
+    assert {"time_to_train_cdf.png", "wall_time_breakdown.png", "downtime_split.png"} <= set(drawn)
+    for name, fig in drawn.items():
+        assert fig.get_suptitle() == label, name
+    assert label in legend_texts(drawn["time_to_train_cdf.png"])
+    ticks = drawn["wall_time_breakdown.png"].axes[0].get_xticklabels()
+    assert [t.get_text() for t in ticks] == [label]

@@ -1,0 +1,81 @@
+"""`trainsim export RUN_DIR [--out FILE]`: the per-replica table of a run as CSV.
+
+One row per (sweep point, replica) with the columns of replicas.parquet (defined in
+docs/metrics.md), streamed batch by batch (memory stays bounded for any run). The CSV goes
+to RUN_DIR/replicas.csv unless --out says otherwise; the run's own files are never
+overwritten, and an existing file only with --force.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from sim.scenario import ScenarioError
+
+DEFAULT_NAME = "replicas.csv"
+BATCH_ROWS = 65_536
+
+
+def export_csv(run_dir: str | Path, out: str | Path | None = None, force: bool = False) -> Path:
+    """Write the run's replica table as CSV; return the path. Bad input (no complete run
+    there, an output path that is one of the run's files) raises a ScenarioError."""
+    run = Path(run_dir)
+    table = run / "replicas.parquet"
+    if not (run / "run.json").is_file():
+        raise ScenarioError(
+            str(run),
+            "",
+            "not a run directory (no run.json): expected results/<name>/<run-id>/ as "
+            "`trainsim run` writes it",
+        )
+    if not table.is_file():
+        raise ScenarioError(
+            str(run),
+            "",
+            "the run has no replicas.parquet: it is not complete (finish it with "
+            f"`trainsim run --resume {run}`) or not a run of replicas",
+        )
+    path = Path(out) if out is not None else run / DEFAULT_NAME
+    inside = _inside(path, run)
+    if inside and (path.resolve().parent != run.resolve() or path.name != DEFAULT_NAME):
+        raise ScenarioError(
+            "--out",
+            str(path),
+            f"a path inside the run directory that is not {DEFAULT_NAME}: the run's own "
+            "files are never overwritten; choose a path outside it",
+        )
+    if path.exists() and (not force or not path.is_file()):
+        raise ScenarioError(
+            "--out",
+            str(path),
+            "the file exists; choose another path with --out, or overwrite it with --force",
+        )
+    try:
+        source = pq.ParquetFile(table)
+    except (OSError, pa.ArrowException) as exc:
+        raise ScenarioError(str(table), "", f"cannot read the replica table ({exc})") from None
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with pacsv.CSVWriter(partial, source.schema_arrow) as writer:
+            for batch in source.iter_batches(batch_size=BATCH_ROWS):
+                writer.write_batch(batch)
+        partial.replace(path)  # a reader never sees half a table
+    except (OSError, pa.ArrowException) as exc:
+        partial.unlink(missing_ok=True)
+        message = getattr(exc, "strerror", None) or str(exc)
+        raise ScenarioError("--out", str(path), f"cannot write the CSV there ({message})") from None
+    return path
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    try:
+        path.resolve().relative_to(directory.resolve())
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,871 @@
+"""Failure classes fitted from an incident log: rates with exact Poisson intervals, the
+lifetime law (exponential against Weibull), lemons (a dispersion test, then a two-component
+Poisson mixture), repair times, and the scenario fragment that reproduces them.
+
+Reading the log (CSV or parquet, its columns and its window) is `read_log`; `fit_log` does
+the statistics; `FitResult.fragment()` is the YAML a scenario takes. docs/fitting.md gives
+the format and every formula.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, special, stats
+
+from sim.scenario import ScenarioError
+
+# the columns a log may have (the last four are those trainsim adds to its own logs)
+REQUIRED = ("time", "node")
+OPTIONAL = ("class", "repair_hours", "scope", "replica", "point", "lasting_fault", "repair_path")
+SCOPES = ("gpu", "node", "job", "link", "switch", "storage")
+NODE_SCOPES = ("gpu", "node")  # node-attributable: the lemon test counts these
+DEFAULT_CLASS = "all"
+
+# Below these counts the estimate is replaced by a warning (docs/fitting.md).
+MIN_EVENTS_RATE = 5  # a class's rate: printed with its exact interval, but warned below this
+MIN_EVENTS_SHAPE = 20  # a Weibull shape needs this many failures of the class
+MIN_EVENTS_LEMONS = 30  # the dispersion test needs this many node failures ...
+MIN_NODES_LEMONS = 10  # ... on at least this many nodes
+MIN_REPAIRS = 5  # a repair-time law needs this many repair times
+
+LEVEL = 0.95
+DISPERSION_ALPHA = 0.05  # counts overdispersed when the test's p-value is below this
+BOOTSTRAP = 200  # resamples of the nodes for the mixture's intervals
+HOURS_PER_DAY = 24.0
+TINY_HOURS = 1e-9  # a time between failures of zero (two failures logged at once)
+
+
+# --------------------------------------------------------------------------- the log
+
+
+@dataclass(frozen=True)
+class IncidentLog:
+    """Failures in a window: `time_h` hours since the window's start, `node` a physical node
+    (-1: none, a job-wide failure), `class`, `scope` and `repair_hours` (NaN: not given)."""
+
+    source: str
+    events: pd.DataFrame
+    window_hours: float
+    nodes: int  # nodes exposed for the whole window (the rate's denominator)
+    gpus_per_node: int
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def gpu_days(self) -> float:
+        return self.nodes * self.gpus_per_node * self.window_hours / HOURS_PER_DAY
+
+
+def read_log(
+    path: str | Path,
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    start: str | float | None = None,
+    end: str | float | None = None,
+    replica: int | None = None,
+    point: int | None = None,
+) -> IncidentLog:
+    """Read and check an incident log (CSV or parquet). `start`/`end` bound the window: hours
+    since its start for a log in hours, ISO 8601 for one in dates (then `start` is needed).
+    A trainsim log (`incidents.parquet` of a run) is read for one `replica` and `point`, its
+    window and nodes taken from the run directory beside it unless given."""
+    return log_from_table(
+        _read_table(Path(path)), str(path), nodes, gpus_per_node, start, end, replica, point,
+        Path(path).parent,
+    )  # fmt: skip
+
+
+def log_from_table(
+    frame: pd.DataFrame,
+    source: str = "<log>",
+    nodes: int | None = None,
+    gpus_per_node: int | None = None,
+    start: str | float | None = None,
+    end: str | float | None = None,
+    replica: int | None = None,
+    point: int | None = None,
+    run_dir: Path | None = None,
+) -> IncidentLog:
+    """`read_log` of a table already in memory (e.g. a run's incidents.parquet, read)."""
+    unknown = [c for c in frame.columns if c not in REQUIRED + OPTIONAL]
+    if unknown:
+        raise ScenarioError(
+            source,
+            f"column {unknown[0]}",
+            f"unknown column {unknown[0]!r}; expected time, node and optionally "
+            f"{', '.join(OPTIONAL[:3])} (trainsim's own logs add {', '.join(OPTIONAL[3:])})",
+        )
+    for column in REQUIRED:
+        if column not in frame.columns:
+            raise ScenarioError(
+                source,
+                f"column {column}",
+                f"missing column {column!r}: a log needs time (ISO 8601 or hours since the "
+                "window's start) and node, one row per failure",
+            )
+    frame, run_defaults = _select_run(source, run_dir, frame, replica, point)
+    nodes = nodes if nodes is not None else run_defaults.get("nodes")
+    gpus_per_node = gpus_per_node if gpus_per_node is not None else run_defaults.get("gpus", 8)
+    if nodes is None:
+        raise ScenarioError(source, "--nodes", "give --nodes N: the nodes the log covers")
+    if end is None:
+        end = run_defaults.get("end")
+    warnings: list[str] = []
+
+    times, start_h, end_h = _times(source, frame["time"], start, end)
+    if end_h is None:
+        end_h = float(np.max(times)) if len(times) else 0.0
+        warnings.append(
+            "no --end: the window ends at the last failure, which overstates the rates a "
+            "little; give --end"
+        )
+    window = end_h - start_h
+    if not window > 0:
+        raise ScenarioError(source, "--end", f"the window is empty (end {end} <= start {start})")
+    times = times - start_h
+    outside = np.flatnonzero((times < 0) | (times > window))
+    if len(outside):
+        row = int(outside[0])
+        raise ScenarioError(
+            source,
+            f"row {row + 1}, column time",
+            f"time {frame['time'].iloc[row]!r} lies outside the window "
+            f"[{_show(start, 0)}, {_show(end, end_h)}]; widen --start/--end or drop the row",
+        )
+    node = _nodes(source, frame["node"])
+    names = _classes(source, frame)
+    scope = _scopes(source, frame, names, node)
+    repair = _repairs(source, frame)
+    events = pd.DataFrame(
+        {"time_h": times, "node": node, "class": names, "scope": scope, "repair_hours": repair}
+    )
+    seen = len(np.unique(node[node >= 0]))
+    if seen > nodes:
+        warnings.append(
+            f"the log names {seen} nodes, more than --nodes {nodes} (spares that swapped "
+            "in?): rates use --nodes, the per-node counts every named node"
+        )
+    events = events.sort_values("time_h", kind="stable").reset_index(drop=True)
+    return IncidentLog(source, events, window, int(nodes), int(gpus_per_node), tuple(warnings))
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    source = str(path)
+    if not path.is_file():
+        raise ScenarioError(source, "", "no such file: expected an incident log (CSV or parquet)")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        return pd.read_csv(path, dtype={"time": str, "node": str, "class": str, "scope": str})
+    except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
+        raise ScenarioError(
+            source, "", f"cannot read the log ({type(exc).__name__}: {exc}); expected CSV "
+            "with a header row, or parquet",
+        ) from None  # fmt: skip
+
+
+def _select_run(
+    source: str, run_dir: Path | None, frame: pd.DataFrame, replica: int | None, point: int | None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The rows of one replica (and point) of a trainsim log, and what its run directory
+    says: the replica's wall time (the window) and the job's nodes and GPUs per node."""
+    defaults: dict[str, Any] = {}
+    for column, wanted, flag in (("point", point, "--point"), ("replica", replica, "--replica")):
+        if column not in frame.columns:
+            if wanted is not None:
+                raise ScenarioError(source, flag, f"the log has no {column} column")
+            continue
+        values = sorted(pd.unique(frame[column].dropna()))
+        if wanted is None:
+            if len(values) > 1:
+                raise ScenarioError(
+                    source, flag, f"the log holds {len(values)} {column}s "
+                    f"({values[0]}..{values[-1]}): pick one with {flag}",
+                )  # fmt: skip
+            wanted = int(values[0]) if values else 0
+        frame = frame[frame[column] == wanted]
+        defaults[column] = int(wanted)
+    drop = ("replica", "point", "lasting_fault", "repair_path")
+    frame = frame[[c for c in frame.columns if c not in drop]].reset_index(drop=True)
+    if run_dir is None:
+        return frame, defaults
+    table = run_dir / "replicas.parquet"
+    if "replica" in defaults and table.is_file():
+        rows = pd.read_parquet(table, columns=["point", "replica", "wall_hours"])
+        rows = rows[
+            (rows["replica"] == defaults["replica"]) & (rows["point"] == defaults.get("point", 0))
+        ]
+        if len(rows):
+            defaults["end"] = float(rows["wall_hours"].iloc[0])
+    scenario = run_dir / "scenario.yaml"
+    if scenario.is_file():
+        import yaml
+
+        try:
+            cluster = (yaml.safe_load(scenario.read_text()) or {}).get("cluster") or {}
+            defaults["nodes"] = int(cluster["nodes"])
+            defaults["gpus"] = int(cluster.get("gpus_per_node", 8))
+        except (KeyError, TypeError, ValueError, yaml.YAMLError):
+            pass
+    return frame, defaults
+
+
+def _show(given: Any, hours: float) -> str:
+    return str(given) if given is not None else f"{hours:g} h"
+
+
+def _times(
+    source: str, column: pd.Series, start: Any, end: Any
+) -> tuple[np.ndarray, float, float | None]:
+    """Times in hours, and the window's start and end in the same hours."""
+    numeric = pd.to_numeric(column, errors="coerce")
+    if len(column) == 0 or numeric.notna().all():
+        times = numeric.to_numpy(dtype=float)
+        return times, _hours(source, "--start", start, 0.0), _hours(source, "--end", end, None)
+    if numeric.notna().any():
+        row = int(np.flatnonzero(numeric.isna().to_numpy())[0])
+        raise ScenarioError(
+            source,
+            f"row {row + 1}, column time",
+            f"{column.iloc[row]!r} is not a number of hours like the rows before it; give every "
+            "time in hours since the window's start, or every one as ISO 8601",
+        )
+    stamps = pd.to_datetime(column, utc=True, errors="coerce", format="ISO8601")
+    if stamps.isna().any():
+        row = int(np.flatnonzero(stamps.isna().to_numpy())[0])
+        raise ScenarioError(
+            source,
+            f"row {row + 1}, column time",
+            f"{column.iloc[row]!r} is neither hours nor an ISO 8601 time "
+            "(e.g. 2026-03-01T14:05:00Z)",
+        )
+    if start is None:
+        raise ScenarioError(
+            source, "--start", "the log's times are dates: give the window's --start "
+            "(ISO 8601; the first failure is not the window's start)",
+        )  # fmt: skip
+    origin = _stamp(source, "--start", start)
+    hours = ((stamps - origin).dt.total_seconds() / 3600.0).to_numpy(dtype=float)
+    end_h = None if end is None else (_stamp(source, "--end", end) - origin).total_seconds() / 3600
+    return hours, 0.0, end_h
+
+
+def _hours(source: str, flag: str, value: Any, default: float | None) -> float | None:
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ScenarioError(
+            source, flag, f"{value!r}: the log's times are hours, so {flag} is hours too"
+        ) from None
+
+
+def _stamp(source: str, flag: str, value: Any) -> pd.Timestamp:
+    try:
+        return (
+            pd.Timestamp(value).tz_localize("UTC")
+            if pd.Timestamp(value).tzinfo is None
+            else pd.Timestamp(value).tz_convert("UTC")
+        )
+    except (TypeError, ValueError):
+        raise ScenarioError(
+            source, flag, f"{value!r}: the log's times are ISO 8601, so {flag} is one too"
+        ) from None
+
+
+def _nodes(source: str, column: pd.Series) -> np.ndarray:
+    """Node ids as integers: numbers stay, names (hostnames) get codes; empty or -1: none."""
+    numeric = pd.to_numeric(column, errors="coerce")
+    text = column.astype("string").str.strip()
+    empty = column.isna() | (text == "") | (numeric == -1)
+    if numeric[~empty].notna().all():
+        if (numeric[~empty] < 0).any() or (numeric[~empty] % 1 != 0).any():
+            row = int(np.flatnonzero(((numeric < 0) | (numeric % 1 != 0)) & ~empty)[0])
+            raise ScenarioError(
+                source,
+                f"row {row + 1}, column node",
+                f"{column.iloc[row]!r}: a node is a whole number >= 0, a name, or empty "
+                "(a failure of no one node)",
+            )
+        return np.where(empty, -1, numeric.fillna(-1)).astype(np.int64)
+    codes, _ = pd.factorize(text.where(~empty))
+    return np.where(empty, -1, codes).astype(np.int64)
+
+
+def _classes(source: str, frame: pd.DataFrame) -> np.ndarray:
+    if "class" not in frame.columns:
+        return np.full(len(frame), DEFAULT_CLASS, dtype=object)
+    names = []
+    for row, value in enumerate(frame["class"].tolist()):
+        if value is None or (isinstance(value, float) and math.isnan(value)) or not str(value):
+            raise ScenarioError(
+                source, f"row {row + 1}, column class", "empty class: name every row's class "
+                "(or drop the column: one class)",
+            )  # fmt: skip
+        name = re.sub(r"[^a-z0-9_]+", "_", str(value).strip().lower()).strip("_")[:64]
+        if not name or name == "lemon":
+            raise ScenarioError(
+                source, f"row {row + 1}, column class",
+                f"{value!r} cannot name a failure class (letters, digits, _; not 'lemon')",
+            )  # fmt: skip
+        names.append(name)
+    return np.array(names, dtype=object)
+
+
+def _scopes(source: str, frame: pd.DataFrame, names: np.ndarray, node: np.ndarray) -> np.ndarray:
+    """A scope per row: the column's, else node for a failure of a node, job for none."""
+    if "scope" not in frame.columns:
+        return np.where(node >= 0, "node", "job").astype(object)
+    scope = frame["scope"].astype("string").str.strip().str.lower()
+    for row, value in enumerate(scope.tolist()):
+        if value is pd.NA or value not in SCOPES:
+            raise ScenarioError(
+                source, f"row {row + 1}, column scope",
+                f"{frame['scope'].iloc[row]!r}; expected one of {', '.join(SCOPES)}",
+            )  # fmt: skip
+    return scope.to_numpy(dtype=object)
+
+
+def _repairs(source: str, frame: pd.DataFrame) -> np.ndarray:
+    if "repair_hours" not in frame.columns:
+        return np.full(len(frame), np.nan)
+    raw = frame["repair_hours"]
+    hours = pd.to_numeric(raw, errors="coerce")
+    bad = (raw.notna() & hours.isna()) | (hours <= 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ScenarioError(
+            source,
+            f"row {row + 1}, column repair_hours",
+            f"{raw.iloc[row]!r}: expected hours > 0, or empty (no repair)",
+        )
+    return hours.to_numpy(dtype=float)
+
+
+# --------------------------------------------------------------------------- estimates
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A fitted number, its 95% interval and the events behind it."""
+
+    value: float
+    low: float
+    high: float
+    events: int
+
+    def covers(self, truth: float) -> bool:
+        return self.low <= truth <= self.high
+
+    def doc(self) -> dict[str, float | int]:
+        return {"value": self.value, "low": self.low, "high": self.high, "events": self.events}
+
+
+def poisson_rate(events: int, exposure: float, level: float = LEVEL) -> Estimate:
+    """Events per unit of exposure with the exact (Garwood) interval:
+    [χ²(α/2; 2k)/2, χ²(1−α/2; 2k+2)/2] / exposure."""
+    alpha = 1.0 - level
+    low = stats.chi2.ppf(alpha / 2, 2 * events) / 2 if events > 0 else 0.0
+    high = stats.chi2.ppf(1 - alpha / 2, 2 * events + 2) / 2
+    return Estimate(events / exposure, float(low) / exposure, float(high) / exposure, events)
+
+
+def renewal_intervals(
+    times: np.ndarray, nodes: np.ndarray, window: float, total_nodes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's times between failures in the window (from its start to the first, ...),
+    and the censored times from each node's last failure to the window's end (a node that
+    never failed: the whole window). Job-wide failures (node -1) are one renewal process."""
+    observed, censored = [], []
+    order = np.lexsort((times, nodes))
+    times, nodes = times[order], nodes[order]
+    for node in np.unique(nodes):
+        own = times[nodes == node]
+        observed.append(np.diff(np.concatenate(([0.0], own))))
+        censored.append(window - own[-1])
+    unseen = max(0, total_nodes - len([n for n in np.unique(nodes) if n >= 0]))
+    if len(nodes) and (nodes < 0).all():
+        unseen = 0  # a job-wide class has no per-node clocks
+    censored.extend([window] * unseen)
+    obs = np.maximum(np.concatenate(observed), TINY_HOURS) if observed else np.array([])
+    return obs, np.maximum(np.array(censored, dtype=float), 0.0)
+
+
+@dataclass(frozen=True)
+class LifetimeFit:
+    """Exponential against Weibull on censored times between failures (hours)."""
+
+    loglik_exponential: float
+    loglik_weibull: float
+    aic_exponential: float
+    aic_weibull: float
+    mean_hours: float  # the exponential's mean time between failures of one node
+    shape: Estimate  # the Weibull shape with its profile-likelihood interval
+    scale_hours: float
+    chosen: str  # exponential | weibull
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "loglik_exponential": self.loglik_exponential,
+            "loglik_weibull": self.loglik_weibull,
+            "aic_exponential": self.aic_exponential,
+            "aic_weibull": self.aic_weibull,
+            "weibull_shape": self.shape.doc(),
+            "weibull_scale_hours": self.scale_hours,
+            "chosen": self.chosen,
+        }
+
+
+def fit_lifetime(observed: np.ndarray, censored: np.ndarray, level: float = LEVEL) -> LifetimeFit:
+    """Maximum likelihood with right censoring. The Weibull scale is profiled out
+    (s^k = Σ x^k / d over all d failures' and censored times), the shape maximised, and its
+    interval is where the profile log-likelihood is within χ²₁(level)/2 of the maximum. The
+    Weibull is chosen when its AIC is lower and the shape's interval excludes 1."""
+    d = len(observed)
+    everything = np.concatenate((observed, censored))
+    everything = everything[everything > 0]
+    log_obs = float(np.sum(np.log(observed)))
+
+    def profile(log_k: float) -> float:
+        k = math.exp(log_k)
+        # Σ x^k computed around the largest time, so large k does not overflow
+        top = float(np.max(everything))
+        s = float(np.sum((everything / top) ** k))
+        log_sum = math.log(s) + k * math.log(top)
+        return d * math.log(k) - d * (log_sum - math.log(d)) + (k - 1) * log_obs - d
+
+    exposure = float(np.sum(everything))
+    loglik_exp = d * math.log(d / exposure) - d
+    best = optimize.minimize_scalar(
+        lambda v: -profile(v), bounds=(math.log(0.02), math.log(50.0)), method="bounded"
+    )
+    log_k, loglik_w = float(best.x), -float(best.fun)
+    if loglik_exp > loglik_w:  # the exponential is the Weibull of shape 1
+        log_k, loglik_w = 0.0, loglik_exp
+    cut = loglik_w - stats.chi2.ppf(level, 1) / 2
+
+    def edge(bound: float) -> float:
+        if profile(bound) >= cut:
+            return bound
+        return (
+            optimize.brentq(lambda v: profile(v) - cut, bound, log_k)
+            if bound < log_k
+            else (optimize.brentq(lambda v: profile(v) - cut, log_k, bound))
+        )
+
+    low, high = math.exp(edge(math.log(0.02))), math.exp(edge(math.log(50.0)))
+    k = math.exp(log_k)
+    top = float(np.max(everything))
+    scale = top * (float(np.sum((everything / top) ** k)) / d) ** (1 / k)
+    aic_exp, aic_w = 2 - 2 * loglik_exp, 4 - 2 * loglik_w
+    chosen = "weibull" if aic_w < aic_exp and not low <= 1.0 <= high else "exponential"
+    return LifetimeFit(
+        loglik_exp, loglik_w, aic_exp, aic_w, exposure / d, Estimate(k, low, high, d), scale,
+        chosen,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RepairFit:
+    """Repair times (hours): exponential against lognormal by AIC; the chosen law's mean."""
+
+    repairs: int
+    mean: Estimate  # the chosen law's mean, with its interval
+    sample_mean_hours: float
+    lognormal_mu: float
+    lognormal_sigma: float
+    aic_exponential: float
+    aic_lognormal: float
+    chosen: str
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "repairs": self.repairs,
+            "mean_hours": self.mean.doc(),
+            "sample_mean_hours": self.sample_mean_hours,
+            "lognormal_mu": self.lognormal_mu,
+            "lognormal_sigma": self.lognormal_sigma,
+            "aic_exponential": self.aic_exponential,
+            "aic_lognormal": self.aic_lognormal,
+            "chosen": self.chosen,
+        }
+
+
+def fit_repairs(hours: np.ndarray, level: float = LEVEL) -> RepairFit:
+    """Exponential: mean = x̄, interval from 2n·x̄/χ²(2n). Lognormal: μ, σ the mean and
+    (n-divisor) standard deviation of log x, mean exp(μ + σ²/2) with Cox's interval
+    μ + σ²/2 ± z·sqrt(σ²/n + σ⁴/(2(n−1)))."""
+    n = len(hours)
+    alpha = 1 - level
+    mean = float(np.mean(hours))
+    logs = np.log(hours)
+    mu, sigma = float(np.mean(logs)), float(np.std(logs))
+    loglik_exp = -n * math.log(mean) - n
+    sigma_safe = max(sigma, 1e-12)
+    loglik_ln = float(np.sum(stats.norm.logpdf(logs, mu, sigma_safe) - logs))
+    aic_exp, aic_ln = 2 - 2 * loglik_exp, 4 - 2 * loglik_ln
+    if aic_ln < aic_exp:
+        z = stats.norm.ppf(1 - alpha / 2)
+        centre = mu + sigma**2 / 2
+        half = z * math.sqrt(sigma**2 / n + sigma**4 / (2 * max(n - 1, 1)))
+        estimate = Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half), n)
+        chosen = "lognormal"
+    else:
+        estimate = Estimate(
+            mean,
+            2 * n * mean / stats.chi2.ppf(1 - alpha / 2, 2 * n),
+            2 * n * mean / stats.chi2.ppf(alpha / 2, 2 * n),
+            n,
+        )
+        chosen = "exponential"
+    return RepairFit(n, estimate, mean, mu, sigma, aic_exp, aic_ln, chosen)
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """Two Poisson rates per node (per window): a share `fraction` of lemons at `lemon`,
+    the rest at `normal`."""
+
+    fraction: float
+    normal: float
+    lemon: float
+    loglik: float
+
+    @property
+    def multiplier(self) -> float:
+        return self.lemon / self.normal if self.normal > 0 else math.inf
+
+
+def _em(
+    counts: np.ndarray, pi: np.ndarray, lam1: np.ndarray, lam2: np.ndarray, iterations: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """EM for two Poisson components on each row of `counts` (rows: starts, or bootstrap
+    resamples) at once; returns (fraction, rate 1, rate 2, log-likelihood) per row. Counts
+    are whole numbers: each row is held as how many nodes have each count (a few dozen
+    values, whatever the nodes)."""
+    rows = counts.astype(np.int64)
+    values = np.arange(int(rows.max()) + 1 if rows.size else 1, dtype=float)
+    weights = np.stack([np.bincount(row, minlength=len(values)) for row in rows]).astype(float)
+    nodes = weights.sum(axis=1)
+    log_factorial = special.gammaln(values + 1)
+    previous = np.full(len(rows), -np.inf)
+    loglik = previous
+    for _ in range(iterations):
+        log1 = np.log1p(-pi)[:, None] + values * np.log(lam1)[:, None] - lam1[:, None]
+        log2 = np.log(pi)[:, None] + values * np.log(lam2)[:, None] - lam2[:, None]
+        top = np.maximum(log1, log2)
+        total = top + np.log(np.exp(log1 - top) + np.exp(log2 - top))
+        loglik = np.sum(weights * (total - log_factorial), axis=1)
+        lemon = weights * np.exp(log2 - total)  # nodes of each count in the lemon component
+        sound = weights - lemon
+        pi = np.clip(lemon.sum(axis=1) / nodes, 1e-6, 1 - 1e-6)
+        lam1 = np.maximum((sound @ values) / np.maximum(sound.sum(axis=1), 1e-300), 1e-9)
+        lam2 = np.maximum((lemon @ values) / np.maximum(lemon.sum(axis=1), 1e-300), 1e-9)
+        if np.all(loglik - previous < 1e-6):
+            break
+        previous = loglik
+    swap = lam2 < lam1  # the lemons are the faster component
+    pi = np.where(swap, 1 - pi, pi)
+    lam1, lam2 = np.where(swap, lam2, lam1), np.where(swap, lam1, lam2)
+    return pi, lam1, lam2, loglik
+
+
+def poisson_mixture(counts: np.ndarray, iterations: int = 2000) -> Mixture:
+    """Two-component Poisson mixture by EM from three starts; the best likelihood wins."""
+    counts = np.asarray(counts, dtype=float)
+    mean = max(float(np.mean(counts)), 1e-9)
+    high = max(mean * 3.0, float(np.quantile(counts, 0.9)), 1e-6)
+    pi = np.array([0.1, 0.05, 0.25])
+    lam1 = mean * np.array([0.7, 0.9, 0.5])
+    lam2 = np.array([high, mean * 5.0, mean * 2.0])
+    pi, lam1, lam2, loglik = _em(
+        np.tile(counts, (3, 1)), pi, np.maximum(lam1, 1e-9), lam2, iterations
+    )
+    best = int(np.argmax(loglik))
+    return Mixture(float(pi[best]), float(lam1[best]), float(lam2[best]), float(loglik[best]))
+
+
+@dataclass(frozen=True)
+class LemonFit:
+    """Per-node failure counts (node-attributable classes) against Poisson."""
+
+    nodes: int
+    events: int
+    dispersion: float  # Σ (n_i − n̄)² / n̄
+    p_value: float  # of χ²(nodes − 1)
+    overdispersed: bool
+    fraction: Estimate | None = None
+    multiplier: Estimate | None = None
+    mixture: Mixture | None = None
+    counts: np.ndarray = field(default_factory=lambda: np.array([]))
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes,
+            "events": self.events,
+            "dispersion_statistic": self.dispersion,
+            "degrees_of_freedom": self.nodes - 1,
+            "p_value": self.p_value,
+            "overdispersed": self.overdispersed,
+            "lemon_fraction": None if self.fraction is None else self.fraction.doc(),
+            "lemon_rate_multiplier": None if self.multiplier is None else self.multiplier.doc(),
+        }
+
+
+def fit_lemons(counts: np.ndarray, rng: np.random.Generator, level: float = LEVEL) -> LemonFit:
+    """The dispersion test D = Σ (n_i − n̄)²/n̄ ~ χ²(N−1) under equal Poisson rates; when
+    p < 0.05 a two-component mixture by EM, with percentile intervals from `BOOTSTRAP`
+    resamples of the nodes."""
+    counts = np.asarray(counts, dtype=float)
+    n, mean = len(counts), float(np.mean(counts))
+    statistic = float(np.sum((counts - mean) ** 2) / mean) if mean > 0 else 0.0
+    p_value = float(stats.chi2.sf(statistic, n - 1))
+    events = int(counts.sum())
+    if p_value >= DISPERSION_ALPHA:
+        return LemonFit(n, events, statistic, p_value, False, counts=counts)
+    mixture = poisson_mixture(counts)
+    # every resample starts from the fit to the data, so its components keep their labels
+    resamples = rng.choice(counts, size=(BOOTSTRAP, n), replace=True)
+    ones = np.ones(BOOTSTRAP)
+    fractions, normal, lemon, _ = _em(
+        resamples, mixture.fraction * ones, mixture.normal * ones, mixture.lemon * ones, 500
+    )
+    multipliers = np.minimum(lemon / np.maximum(normal, 1e-9), 1000.0)
+    alpha = 1 - level
+    q = (alpha / 2, 1 - alpha / 2)
+    fraction = Estimate(mixture.fraction, *np.quantile(fractions, q).tolist(), events)
+    multiplier = Estimate(
+        min(mixture.multiplier, 1000.0), *np.quantile(multipliers, q).tolist(), events
+    )
+    return LemonFit(n, events, statistic, p_value, True, fraction, multiplier, mixture, counts)
+
+
+# --------------------------------------------------------------------------- a whole log
+
+
+@dataclass(frozen=True)
+class ClassFit:
+    name: str
+    scope: str
+    events: int
+    rate: Estimate  # per 1,000 GPU-days
+    lifetime: LifetimeFit | None  # None below MIN_EVENTS_SHAPE
+    repair: RepairFit | None
+    written_rate: float  # the rate written (divided by the lemons' excess when they are)
+    observed: np.ndarray = field(default_factory=lambda: np.array([]), repr=False)
+    censored: np.ndarray = field(default_factory=lambda: np.array([]), repr=False)
+
+    @property
+    def distribution(self) -> str:
+        return self.lifetime.chosen if self.lifetime is not None else "exponential"
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "events": self.events,
+            "rate_per_1k_gpu_day": self.rate.doc(),
+            "lifetime": None if self.lifetime is None else self.lifetime.doc(),
+            "distribution": self.distribution,
+            "repair": None if self.repair is None else self.repair.doc(),
+            "written_rate_per_1k_gpu_day": self.written_rate,
+        }
+
+
+@dataclass(frozen=True)
+class FitResult:
+    source: str
+    window_hours: float
+    nodes: int
+    gpus_per_node: int
+    gpu_days: float
+    classes: list[ClassFit]
+    lemons: LemonFit | None
+    warnings: list[str]
+
+    def fragment(self) -> dict[str, Any]:
+        """The scenario keys the fit gives: `failures:` (a list that replaces a scenario's
+        own), and `cluster.lemon_*` when the counts showed lemons."""
+        failures = []
+        for c in self.classes:
+            item: dict[str, Any] = {
+                "name": c.name,
+                "scope": c.scope,
+                "rate_per_1k_gpu_day": _round(c.written_rate),
+                "distribution": c.distribution,
+            }
+            if c.distribution == "weibull":
+                item["weibull_shape"] = _round(c.lifetime.shape.value)
+            if c.repair is not None:
+                item["repair_hours"] = _round(c.repair.mean.value)
+            failures.append(item)
+        doc: dict[str, Any] = {"failures": failures}
+        if self.lemons is not None and self.lemons.overdispersed:
+            doc["cluster"] = {
+                "lemon_fraction": _round(min(self.lemons.fraction.value, 0.99)),
+                "lemon_rate_multiplier": _round(max(1.0, self.lemons.multiplier.value)),
+            }
+        return doc
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "window_hours": self.window_hours,
+            "nodes": self.nodes,
+            "gpus_per_node": self.gpus_per_node,
+            "gpu_days": self.gpu_days,
+            "classes": [c.doc() for c in self.classes],
+            "lemons": None if self.lemons is None else self.lemons.doc(),
+            "warnings": self.warnings,
+            "fragment": self.fragment(),
+        }
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
+    """Every class's rate, lifetime law and repair times; lemons from the per-node counts."""
+    events = log.events
+    warnings = list(log.warnings)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
+    per_1k_gpu_days = log.gpu_days / 1000.0
+    names = list(dict.fromkeys(sorted(events["class"].unique()))) if len(events) else []
+
+    lemons = None
+    attributable = events[events["scope"].isin(NODE_SCOPES) & (events["node"] >= 0)]
+    named = attributable["node"].nunique()
+    nodes = max(log.nodes, named)
+    if len(attributable) < MIN_EVENTS_LEMONS or nodes < MIN_NODES_LEMONS:
+        warnings.append(
+            f"lemons: {len(attributable)} node failures on {nodes} nodes, fewer than "
+            f"{MIN_EVENTS_LEMONS} failures (or {MIN_NODES_LEMONS} nodes): no dispersion test, "
+            "no lemons written"
+        )
+    else:
+        counts = np.zeros(nodes)
+        per_node = attributable["node"].value_counts().to_numpy()
+        counts[: len(per_node)] = per_node
+        lemons = fit_lemons(counts, rng)
+    excess = 1.0
+    if lemons is not None and lemons.overdispersed:
+        f, m = lemons.fraction.value, lemons.multiplier.value
+        excess = 1 - f + f * m  # lemons fail m× as often: the class's rate of a sound node
+
+    classes = []
+    for name in names:
+        rows = events[events["class"] == name]
+        scopes = rows["scope"].value_counts()
+        scope = str(scopes.index[0])
+        if len(scopes) > 1:
+            warnings.append(
+                f"{name}: rows of several scopes ({', '.join(scopes.index)}): {scope} written"
+            )
+        k = len(rows)
+        rate = poisson_rate(k, per_1k_gpu_days)
+        if k < MIN_EVENTS_RATE:
+            warnings.append(
+                f"{name}: only {k} failures (< {MIN_EVENTS_RATE}): the rate rests on too few "
+                "events to trust beyond its interval"
+            )
+        node_ids = rows["node"].to_numpy()
+        observed, censored = renewal_intervals(
+            rows["time_h"].to_numpy(dtype=float),
+            node_ids if scope in NODE_SCOPES else np.full(k, -1),
+            log.window_hours,
+            nodes if scope in NODE_SCOPES else 0,
+        )
+        lifetime = None
+        if k >= MIN_EVENTS_SHAPE:
+            lifetime = fit_lifetime(observed, censored)
+        else:
+            warnings.append(
+                f"{name}: {k} failures (< {MIN_EVENTS_SHAPE}): no Weibull shape fitted, "
+                "exponential written"
+            )
+        repairs = rows["repair_hours"].dropna().to_numpy(dtype=float)
+        repair = None
+        if len(repairs) >= MIN_REPAIRS:
+            repair = fit_repairs(repairs)
+        elif len(repairs):
+            warnings.append(
+                f"{name}: {len(repairs)} repair times (< {MIN_REPAIRS}): no repair law fitted"
+            )
+        written = rate.value / (excess if scope in NODE_SCOPES else 1.0)
+        classes.append(
+            ClassFit(
+                name,
+                scope,
+                k,
+                rate,
+                lifetime,
+                repair,
+                written,
+                observed,
+                censored,
+            )
+        )
+    if not classes:
+        warnings.append("the log has no failures: nothing to fit")
+    return FitResult(
+        log.source, log.window_hours, log.nodes, log.gpus_per_node, log.gpu_days, classes,
+        lemons, warnings,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- output
+
+
+def table_rows(result: FitResult) -> list[tuple[str, str, float, float, float, int | str]]:
+    """(what, parameter, value, low, high, events) for every fitted number, in print order."""
+    rows: list[tuple[str, str, float, float, float, int | str]] = []
+    for c in result.classes:
+        rows.append((c.name, "rate per 1k GPU-days", *_triple(c.rate), c.events))
+        if c.lifetime is not None:
+            life = c.lifetime
+            rows.append((c.name, "Weibull shape", *_triple(life.shape), c.events))
+            rows.append(
+                (c.name, "AIC Weibull - AIC exponential", life.aic_weibull - life.aic_exponential,
+                 math.nan, math.nan, f"-> {life.chosen}")
+            )  # fmt: skip
+        if c.repair is not None:
+            label = f"repair hours (mean, {c.repair.chosen})"
+            rows.append((c.name, label, *_triple(c.repair.mean), c.repair.repairs))
+    if result.lemons is not None:
+        lemons = result.lemons
+        rows.append(
+            ("lemons", f"dispersion p-value (chi2, {lemons.nodes - 1} dof)", lemons.p_value,
+             math.nan, math.nan, lemons.events)
+        )  # fmt: skip
+        if lemons.overdispersed:
+            rows.append(("lemons", "lemon_fraction", *_triple(lemons.fraction), lemons.events))
+            rows.append(
+                ("lemons", "lemon_rate_multiplier", *_triple(lemons.multiplier), lemons.events)
+            )
+    return rows
+
+
+def _triple(estimate: Estimate) -> tuple[float, float, float]:
+    return estimate.value, estimate.low, estimate.high
+
+
+def fragment_yaml(result: FitResult) -> str:
+    """The fragment as YAML, with a header saying where it came from and how to use it."""
+    import yaml
+
+    head = (
+        f"# fitted by trainsim fit from {result.source}: {result.nodes} nodes x "
+        f"{result.gpus_per_node} GPUs over {result.window_hours:,.1f} h "
+        f"({result.gpu_days:,.0f} GPU-days)\n"
+        '# use: trainsim run SCENARIO --set "failures=$(cat failures.yaml)" '
+        "(and --set cluster.lemon_fraction=... as below)\n"
+    )
+    return head + yaml.safe_dump(result.fragment(), sort_keys=False)

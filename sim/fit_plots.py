@@ -1,0 +1,135 @@
+"""The figures of `trainsim fit`: per class the distribution of the times between a node's
+failures against the fitted laws, and the per-node failure counts against Poisson and the
+lemon mixture. Built as matplotlib `Figure`s (no pyplot state); nothing here imports simpy.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from scipy import stats
+
+from sim import palette
+from sim.fit import ClassFit, FitResult, LemonFit
+
+
+def kaplan_meier(observed: np.ndarray, censored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The empirical CDF of times between failures when some are cut off by the window's end
+    (Kaplan–Meier): at each failure time t, 1 − Π (1 − failures at t / at risk at t)."""
+    times = np.concatenate((observed, censored))
+    failed = np.concatenate((np.ones(len(observed)), np.zeros(len(censored))))
+    order = np.lexsort((1 - failed, times))  # failures before censorings at the same time
+    times, failed = times[order], failed[order]
+    at_risk = len(times) - np.arange(len(times))
+    survival = np.cumprod(np.where(failed == 1, 1 - 1 / at_risk, 1.0))
+    keep = failed == 1
+    return times[keep], 1 - survival[keep]
+
+
+def lifetime_figure(fit: ClassFit) -> Figure:
+    """The Kaplan–Meier CDF of a class's times between failures of a node (hours), with the
+    fitted exponential and Weibull CDFs."""
+    fig = Figure(figsize=(6.4, 4.0))
+    draw_lifetimes(fit, fig.add_subplot())
+    fig.tight_layout()
+    return fig
+
+
+def draw_lifetimes(fit: ClassFit, ax: Axes) -> None:
+    """`lifetime_figure` on an axis of the caller's (a notebook's subplots)."""
+    x, cdf = kaplan_meier(fit.observed, fit.censored)
+    ax.step(x, cdf, where="post", color=palette.TOTAL, label=f"log ({fit.events} failures)")
+    grid = np.geomspace(max(float(np.min(x)), 1e-3) / 2, float(np.max(x)) * 2, 200)
+    # the exponential's mean: every observed and censored time over the failures
+    mean_hours = (float(np.sum(fit.observed)) + float(np.sum(fit.censored))) / fit.events
+    life = fit.lifetime
+    ax.plot(
+        grid,
+        1 - np.exp(-grid / mean_hours),
+        color=palette.SERIES[0],
+        label="exponential" + (f" (AIC {life.aic_exponential:,.1f})" if life is not None else ""),
+    )
+    if life is not None:
+        ax.plot(
+            grid,
+            stats.weibull_min.cdf(grid, life.shape.value, scale=life.scale_hours),
+            color=palette.SERIES[1],
+            linestyle="--",
+            label=f"Weibull k={life.shape.value:.2f} "
+            f"[{life.shape.low:.2f}, {life.shape.high:.2f}] (AIC {life.aic_weibull:,.1f})",
+        )
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1)
+    whose = "a node" if fit.scope in ("gpu", "node") else f"the {fit.scope}"
+    ax.set_xlabel(f"hours between failures of {whose} (from the window's start)")
+    ax.set_ylabel("P(time between failures <= t)")
+    chosen = fit.distribution if fit.lifetime is not None else "exponential (too few failures)"
+    ax.set_title(f"{fit.name}: times between failures; written: {chosen}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+
+
+def counts_figure(lemons: LemonFit) -> Figure:
+    """Nodes by their number of failures, against Poisson at the mean and the mixture."""
+    fig = Figure(figsize=(6.4, 4.0))
+    draw_counts(lemons, fig.add_subplot())
+    fig.tight_layout()
+    return fig
+
+
+def draw_counts(lemons: LemonFit, ax: Axes) -> None:
+    """`counts_figure` on an axis of the caller's."""
+    counts = lemons.counts.astype(int)
+    top = int(counts.max()) if len(counts) else 0
+    k = np.arange(top + 2)
+    seen = np.bincount(counts, minlength=len(k))[: len(k)]
+    ax.bar(k, seen, color=palette.CAPTION, alpha=0.6, label=f"{lemons.nodes} nodes")
+    mean = float(np.mean(counts)) if len(counts) else 0.0
+    ax.plot(
+        k,
+        lemons.nodes * stats.poisson.pmf(k, mean),
+        "o-",
+        color=palette.SERIES[0],
+        label=f"Poisson, mean {mean:.2f} (dispersion p = {lemons.p_value:.2g})",
+    )
+    if lemons.mixture is not None:
+        m = lemons.mixture
+        mix = (1 - m.fraction) * stats.poisson.pmf(k, m.normal) + m.fraction * stats.poisson.pmf(
+            k, m.lemon
+        )
+        ax.plot(
+            k,
+            lemons.nodes * mix,
+            "s--",
+            color=palette.SERIES[1],
+            label=f"mixture: {m.fraction:.1%} lemons at {min(m.multiplier, 1000):.1f}x",
+        )
+    ax.set_yscale("symlog", linthresh=1)
+    ax.set_xlabel("failures of a node in the window (node-attributable classes)")
+    ax.set_ylabel("nodes")
+    verdict = "overdispersed: lemons" if lemons.overdispersed else "not overdispersed: no lemons"
+    ax.set_title(f"Failures per node: {verdict}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def write_fit_figures(result: FitResult, out: Path) -> list[Path]:
+    """`lifetimes-<class>.png` for each class with a fitted law, `node-counts.png` when the
+    dispersion test ran."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fit in result.classes:
+        if fit.events == 0 or not math.isfinite(float(np.sum(fit.observed))):
+            continue
+        path = out / f"lifetimes-{fit.name}.png"
+        lifetime_figure(fit).savefig(path, dpi=110)
+        written.append(path)
+    if result.lemons is not None:
+        path = out / "node-counts.png"
+        counts_figure(result.lemons).savefig(path, dpi=110)
+        written.append(path)
+    return written

@@ -1,0 +1,118 @@
+"""`trainsim run --incidents`: every replica's failures as an incident log, `incidents.parquet`
+in the run directory, in the format `trainsim fit` reads (docs/metrics.md).
+
+A chunk's replicas hand their failures in with the chunk's table (`table.attrs`, which
+survives the trip back from a worker process or a Dask worker); the run directory's sink
+writes them as a part file named like the chunk's replica part, and `merge` joins the parts
+that belong to a replica part into incidents.parquet before the replica parts are merged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+KEY = "incidents"  # the table attribute and the row key that carry a chunk's failures
+PART = re.compile(r"^incidents-(p\d{5}-r\d{9}-n\d{9}\.parquet)$")
+FILE = "incidents.parquet"
+
+# point, replica, then the columns of a log `trainsim fit` reads, then trainsim's own
+SCHEMA = pa.schema(
+    [
+        ("point", pa.int64()),
+        ("replica", pa.int64()),
+        ("time", pa.float64()),  # hours since the replica's start (wall clock)
+        ("node", pa.int64()),  # physical node id; -1: no one node (job, storage, fabric)
+        ("class", pa.string()),
+        ("scope", pa.string()),
+        ("repair_hours", pa.float64()),  # NaN: the failure sent no node to repair
+        ("lasting_fault", pa.bool_()),
+        ("repair_path", pa.string()),
+    ]
+)
+COLUMNS = SCHEMA.names
+
+
+def rows_of(incidents: list[dict] | None, point: int, replica: int) -> list[dict]:
+    """One replica's failures (the engine's `RunRecord.incidents`) as rows of the log."""
+    return [
+        {
+            "point": point,
+            "replica": replica,
+            "time": float(item["time_h"]),
+            "node": int(item["node"]),
+            "class": str(item["class"]),
+            "scope": str(item["scope"]),
+            "repair_hours": float(item["repair_hours"]),
+            "lasting_fault": bool(item["lasting_fault"]),
+            "repair_path": str(item["repair_path"]),
+        }
+        for item in incidents or ()
+    ]
+
+
+def table_of(rows: list[dict]) -> pd.DataFrame:
+    """Rows as a table of the log's schema (an empty table keeps the columns)."""
+    return pa.Table.from_pylist(rows, schema=SCHEMA).to_pandas()
+
+
+def take(rows: list[dict]) -> pd.DataFrame:
+    """Pop the failures the replicas' rows carry (under KEY) into one table."""
+    found: list[dict] = []
+    for row in rows:
+        found.extend(row.pop(KEY, None) or ())
+    return table_of(found)
+
+
+def attach(table: pd.DataFrame, incidents: pd.DataFrame) -> pd.DataFrame:
+    table.attrs[KEY] = incidents
+    return table
+
+
+Sink = Callable[[int, int, pd.DataFrame], None]
+
+
+def sink(write_part: Sink, parts_dir: Path) -> Sink:
+    """A run directory's sink that first writes the chunk's failures as
+    `incidents-<part name>`, then the chunk's replica part (so a replica part on disk always
+    has its failures beside it)."""
+
+    def write(point: int, first: int, table: pd.DataFrame) -> None:
+        incidents = table.attrs.pop(KEY, None)  # not into the replica part's metadata
+        if incidents is None:
+            incidents = table_of([])
+        name = f"incidents-p{point:05d}-r{first:09d}-n{len(table):09d}.parquet"
+        tmp = parts_dir / f".{name}.tmp"
+        pq.write_table(pa.Table.from_pandas(incidents, schema=SCHEMA, preserve_index=False), tmp)
+        os.replace(tmp, parts_dir / name)
+        write_part(point, first, table)
+
+    return write
+
+
+def merge(run_path: Path) -> Path:
+    """Join the failure parts of the replica parts present (a part left by an interrupted
+    chunk that a resume ran again in other chunks is skipped) into incidents.parquet, in
+    (point, replica, time) order; the failure parts are removed."""
+    parts_dir = run_path / "parts"
+    replica_parts = {p.name for p in parts_dir.iterdir()} if parts_dir.is_dir() else set()
+    tables = []
+    for path in sorted(parts_dir.iterdir()) if parts_dir.is_dir() else ():
+        match = PART.match(path.name)
+        if match and match.group(1) in replica_parts:
+            tables.append(pq.read_table(path, schema=SCHEMA))
+    table = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
+    table = table.sort_by([("point", "ascending"), ("replica", "ascending"), ("time", "ascending")])
+    tmp = run_path / f".{FILE}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, run_path / FILE)
+    for path in list(parts_dir.iterdir()) if parts_dir.is_dir() else ():
+        if PART.match(path.name):
+            path.unlink()
+    return run_path / FILE
