@@ -27,7 +27,7 @@ from sim.api import RunInterrupted, RunOutcome, merge_runs, resume_run, run_scen
 from sim.columns import SUMMARY_METRICS
 from sim.data_commands import fit as fit_command
 from sim.data_commands import forecast as forecast_command
-from sim.results import protect_run_files
+from sim.results import protect_run_files, read_manifest
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
 # the output root of run, optimize, plan and merge when --out is not given (else results/)
@@ -162,6 +162,11 @@ def run(
             "--resume takes the scenario, seed and replicas from RUN_DIR: "
             "drop --replicas, --seed, --set and --param"
         )
+    if resume is not None and planner.is_plan_run(resume):  # a plan's run: its race resumes
+        _plan_answer(lambda: planner.resume_plan(resume, workers, executor, progress, scheduler),
+                     as_json)  # fmt: skip
+        return
+    question = optimize_question(resume) if resume is not None else None
     try:
         if resume is not None:
             outcome = resume_run(resume, workers, executor, progress, figures, scheduler)
@@ -195,6 +200,9 @@ def run(
             file=sys.stderr,
         )
         sys.exit(130)
+    if question is not None:  # the run of `trainsim optimize`: its answer
+        _optimize_answer(outcome, question, as_json)
+        return
     _warn(outcome.problems)
     if as_json:
         print(json.dumps(outcome.summary_doc, default=_json_default))
@@ -372,14 +380,50 @@ def optimize(
     undefined = feasibility.metric_problem(loaded, metric)
     if undefined is not None:
         raise click.BadParameter(undefined, param_hint="--metric")
-    outcome = run_scenario(
-        loaded,
-        replicas=replicas,
-        seed=seed,
-        workers=workers,
-        out=out,
-        progress=progress,
-    )
+    question = {"key": key, "metric": metric, "statistic": statistic, "direction": direction}
+    try:
+        outcome = run_scenario(
+            loaded,
+            replicas=replicas,
+            seed=seed,
+            workers=workers,
+            out=out,
+            progress=progress,
+            note={"optimize": question},  # a resume of the run answers it
+        )
+    except RunInterrupted as stop:
+        print(
+            f"interrupted ({stop.cause.signal_name}): {stop.cause.done:,} of "
+            f"{stop.cause.total:,} replicas done and kept in {stop.run_dir}\n"
+            f"resume with: {answer.invocation()} run --resume {shlex.quote(str(stop.run_dir))}"
+            " (it runs only the missing replicas and prints this answer)",
+            file=sys.stderr,
+        )
+        sys.exit(130)
+    _optimize_answer(outcome, question, as_json)
+
+
+def optimize_question(run_dir: Path) -> dict | None:
+    """The question `trainsim optimize` asked of the run in `run_dir` (key, metric,
+    statistic, direction), or None: not an optimize run, or not a readable run directory."""
+    try:
+        question = read_manifest(Path(run_dir), "a run directory").get("optimize")
+    except ScenarioError:
+        return None
+    return question if isinstance(question, dict) else None
+
+
+def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None:
+    """The best value of the optimised key, as a table and a sentence (or JSON)."""
+    key, metric = question.get("key"), question.get("metric")
+    statistic, direction = question.get("statistic", "mean"), question.get("direction")
+    loaded = outcome.scenario_set
+    if key not in loaded.swept_keys or metric not in analysis.METRICS:
+        raise ScenarioError(
+            str(outcome.run_dir / "run.json"), "optimize", f"asks for {key!r} and {metric!r}: "
+            f"expected a key the run sweeps ({', '.join(loaded.swept_keys)}) and a metric",
+        )  # fmt: skip
+    infeasible = {p.params[key]: p.infeasible for p in loaded.points if p.infeasible is not None}
     _warn(outcome.problems)
     try:
         best = analysis.optimize(outcome.table, key, metric, statistic, direction, infeasible)
@@ -554,9 +598,10 @@ def plan_command(
             f"unknown metric {objective!r}; one of {', '.join(analysis.METRICS)}",
             param_hint="--objective",
         )
-    try:
-        result = planner.plan(
-            _load(scenario, overrides, planner.parse_vary(str(scenario), vary)),
+    loaded = _load(scenario, overrides, planner.parse_vary(str(scenario), vary))
+    _plan_answer(
+        lambda: planner.plan(
+            loaded,
             deadline_days,
             quantile,
             objective,
@@ -569,11 +614,23 @@ def plan_command(
             scheduler=scheduler,
             out=out,
             progress=progress,
-        )
+        ),
+        as_json,
+    )
+
+
+def _plan_answer(race, as_json: bool) -> None:
+    """Run a plan (new or resumed) and print its answer; interrupted: what was kept and the
+    command that resumes it (the replicas run so far are not run again), exit 130."""
+    try:
+        result = race()
     except RunInterrupted as stop:
         print(
             f"interrupted ({stop.cause.signal_name}): the replicas run so far are kept in "
-            f"{stop.run_dir}; a plan does not resume: run the command again",
+            f"{stop.run_dir}\n"
+            # a command that runs as printed: trainsim's full path when it is not on PATH
+            f"resume with: {answer.invocation()} run --resume {shlex.quote(str(stop.run_dir))}"
+            " (it reuses them and gives the plan of an uninterrupted run)",
             file=sys.stderr,
         )
         sys.exit(130)

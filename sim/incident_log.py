@@ -99,7 +99,8 @@ def sink(write_part: Sink, parts_dir: Path) -> Sink:
 def merge(run_path: Path) -> Path:
     """Join the failure parts of the replica parts present (a part left by an interrupted
     chunk that a resume ran again in other chunks is skipped) into incidents.parquet, in
-    (point, replica, time) order; the failure parts are removed."""
+    (point, replica, time) order. The failure parts stay with the replica parts until the
+    run is complete, so that a run killed meanwhile resumes with every failure."""
     parts_dir = run_path / "parts"
     replica_parts = {p.name for p in parts_dir.iterdir()} if parts_dir.is_dir() else set()
     tables = []
@@ -112,7 +113,4 @@ def merge(run_path: Path) -> Path:
     tmp = run_path / f".{FILE}.tmp"
     pq.write_table(table, tmp)
     os.replace(tmp, run_path / FILE)
-    for path in list(parts_dir.iterdir()) if parts_dir.is_dir() else ():
-        if PART.match(path.name):
-            path.unlink()
-    return run_path / FILE
+    return run_path / FILE  # the parts stay until the run is complete (remove_parts)

@@ -299,7 +299,16 @@ def _inside(path, root, basetemp):
     return relative
 
 
+_DIR_FD = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 2, "os.rename": 2, "os.symlink": 2,
+           "os.link": 2}  # where the event's dir_fd argument(s) start
+
+
 def _targets(event, args):
+    # a path relative to a directory descriptor (shutil.rmtree, TemporaryDirectory's
+    # cleanup) cannot be placed: it is not relative to the working directory (-1: none)
+    start = _DIR_FD.get(event)
+    if start is not None and any(fd not in (None, -1) for fd in args[start:start + 2]):
+        return []
     if event == "open":
         path, mode, flags = args
         if isinstance(mode, str):

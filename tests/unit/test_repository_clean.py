@@ -8,6 +8,7 @@ written into the real one."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,16 @@ def test_every_python_subprocess_loads_the_guard(tmp_path):
     assert r.stdout.split()[0] == "True"
     assert os.environ["TRAINSIM_GUARD_LOG"]  # the running test's log
     assert os.environ["TRAINSIM_GUARD_ROOT"] == os.path.normpath(str(ROOT))
+
+
+def test_removing_a_directory_elsewhere_by_descriptor_is_not_counted(
+    checkout, recording, tmp_path, monkeypatch
+):
+    # shutil.rmtree removes by names relative to a directory descriptor; from a working
+    # directory inside the checkout those names must not be read as the checkout's paths
+    elsewhere = tmp_path / "elsewhere" / "run"
+    (elsewhere / "parts").mkdir(parents=True)
+    (elsewhere / "parts" / "p0.parquet").write_bytes(b"")
+    monkeypatch.chdir(checkout)
+    shutil.rmtree(tmp_path / "elsewhere")
+    assert recording.paths == []
