@@ -109,6 +109,7 @@ class Cluster:
         # pool nodes are billed while they serve in the job: since when each one has
         self._serving_since: dict[int, float] = {}
         self._pool_serving_s = 0.0
+        self.incidents = None  # the incident log (sim/engine/incidents.py), when one is kept
 
     # ---- counts
 
@@ -319,6 +320,8 @@ class Cluster:
         another node of the job goes instead and the faulty one stays, with the lasting
         fault if any (not when the node is `diagnosed` already: a health check names it)."""
         if not self.filled[slot]:
+            if self.incidents is not None:
+                self.incidents.merged(failure)
             return  # already out (two failures of the same node merged)
         repair = self.plan.repair
         classes = self.plan.failure_classes
@@ -340,6 +343,8 @@ class Cluster:
             and self.fault_rng.random() < repair.misdiagnosis_prob
         ):
             wrong = self._other_slot(slot)
+            if self.incidents is not None:
+                self.incidents.stayed(failure, int(self.slot_node[slot]), "misdiagnosed")
             if lasting:
                 self._mark_faulty(slot)  # the faulty node stays, and so does its fault
             slot = wrong
@@ -350,17 +355,24 @@ class Cluster:
             # ... and as it left: the switch's repair mends no fault of the node's own
             self.in_repair += 1
             self.calendar.back_at(self.env.now + failure.repair_s, node, False)
+            if self.incidents is not None:
+                self.incidents.left(failure, node, "repair")
             return
         if lasting:
             self.faulty[node] = True  # it has a lasting fault until a true fix
         if self._retires(node):
+            if self.incidents is not None:
+                self.incidents.left(failure, node, "retired")
             return
         self.in_repair += 1
         if self.shop is not None:
-            self.shop.repair(node)
+            path = self.shop.repair(node)
         else:
             duration = self.repair_rngs[failure.class_index].exponential(failure.repair_mean_s)
             self.calendar.back_at(self.env.now + duration, node, True)
+            path = "repair"
+        if self.incidents is not None:
+            self.incidents.left(failure, node, path)
 
     def _other_slot(self, slot: int) -> int:
         assert self.fault_rng is not None
@@ -406,6 +418,8 @@ class Cluster:
         good), a false fix leaves the node as it was; it refills the warm spares first (or
         goes back to its pool)."""
         self.in_repair -= 1
+        if self.incidents is not None:
+            self.incidents.returned(node, self.calendar.returned_s)
         if fixed:
             self.faulty[node] = False
         origin = int(self.origin[node])

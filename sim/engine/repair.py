@@ -49,6 +49,7 @@ class RepairCalendar:
         self._seq = 0
         self.technician_wait_s = 0.0
         self.due_s = math.inf  # the earliest return or arrival: nothing to do before it
+        self.returned_s = 0.0  # when the node `on_return` is handed came back
 
     def hire(self, technicians: int) -> None:
         self._free = [0.0] * technicians
@@ -90,11 +91,31 @@ class RepairCalendar:
                 heapq.heapreplace(self._free, start + manual_s)
                 heapq.heappush(returns, (start + manual_s, seq, node, fixed))
             elif returns and returns[0][0] <= now:
-                _, _, node, fixed = heapq.heappop(returns)
+                self.returned_s, _, node, fixed = heapq.heappop(returns)
                 self.on_return(node, fixed)
             else:
                 self.due_s = self.next_s()
                 return
+
+
+    def still_out(self) -> dict[int, float]:
+        """When each node still in repair comes back, by the paths drawn (the technicians'
+        queue served as `advance` would): for the incident log, at the end of a replica."""
+        returns, queue = list(self._returns), list(self._queue)
+        free = None if self._free is None else list(self._free)
+        heapq.heapify(returns)
+        heapq.heapify(queue)
+        out: dict[int, float] = {}
+        while queue or returns:
+            if queue and (not returns or queue[0][0] <= returns[0][0]):
+                arrival, seq, node, manual_s, fixed = heapq.heappop(queue)
+                start = max(arrival, free[0])
+                heapq.heapreplace(free, start + manual_s)
+                heapq.heappush(returns, (start + manual_s, seq, node, fixed))
+            else:
+                when, _, node, _ = heapq.heappop(returns)
+                out[node] = when
+        return out
 
 
 class RepairShop:
@@ -116,17 +137,19 @@ class RepairShop:
     def technician_wait_s(self) -> float:
         return self.calendar.technician_wait_s
 
-    def repair(self, node: int) -> None:
+    def repair(self, node: int) -> str:
+        """Draw the node's path and book its return; the path's name (the incident log's)."""
         plan, rng, now = self.plan, self.rng, self.env.now
         if self.manual_repairs.get(node, 0) >= plan.rma_after_manual_repairs:
             self.rmas += 1
             self.manual_repairs[node] = 0
             self.calendar.back_at(now + rng.exponential(plan.rma_s), node, True)
-            return
+            return "rma"
         auto_end = now + rng.exponential(plan.auto_s)
         if rng.random() >= plan.escalate_prob:
-            self.calendar.back_at(auto_end, node, rng.random() >= plan.auto_false_fix_prob)
-            return
+            fixed = rng.random() >= plan.auto_false_fix_prob
+            self.calendar.back_at(auto_end, node, fixed)
+            return "auto:fixed" if fixed else "auto:false_fix"
         self.escalations += 1
         manual_s = rng.exponential(plan.manual_s)
         # a node is back in the job only after its repair: counting it now is counting it
@@ -134,3 +157,4 @@ class RepairShop:
         self.manual_repairs[node] = self.manual_repairs.get(node, 0) + 1
         fixed = rng.random() >= plan.manual_false_fix_prob
         self.calendar.to_technician(auto_end, node, manual_s, fixed)
+        return "auto>manual:fixed" if fixed else "auto>manual:false_fix"

@@ -26,6 +26,7 @@ class FailureRouter:
         self.faults_matter = job.plan.faults_matter
         self.attributable = [fc.attributable for fc in job.plan.failure_classes]
         self.silent = [fc.silent for fc in job.plan.failure_classes]
+        self.incidents = None  # the incident log (sim/engine/incidents.py), when one is kept
 
     def register(self, scopes: tuple[str, ...], handler: Callable[[Failure], None]) -> None:
         for scope in scopes:
@@ -40,6 +41,8 @@ class FailureRouter:
         if self.silent[failure.class_index] and not self.job.holds_state:
             return  # no training state on the GPUs while the job is down: nothing to corrupt
         self.ledger.failures[failure.class_index] += 1
+        if self.incidents is not None:
+            self._log(failure)
         if self.silent[failure.class_index]:  # nobody notices until its detection
             cluster = self.job.cluster
             node_ids = [int(cluster.slot_node[slot]) for slot in failure.nodes]
@@ -53,15 +56,16 @@ class FailureRouter:
                     for slot, node in zip(failure.nodes, node_ids)
                     if cluster.slot_node[slot] == node
                 )
-                self.route(
-                    replace(
-                        failure,
-                        time_s=failure.time_s + failure.detect_s,
-                        detect_s=0.0,
-                        since_s=failure.time_s,
-                        nodes=nodes,
-                    )
+                later = replace(
+                    failure,
+                    time_s=failure.time_s + failure.detect_s,
+                    detect_s=0.0,
+                    since_s=failure.time_s,
+                    nodes=nodes,
                 )
+                if self.incidents is not None:
+                    self.incidents.alias(later, failure)
+                self.route(later)
 
             self.job.env.timeout(failure.detect_s).callbacks.append(found)
             if self.faults_matter:
@@ -70,6 +74,14 @@ class FailureRouter:
         if self.faults_matter:
             self._count_lemon(failure)
         self.handlers.get(failure.scope, self.job.strike)(failure)
+
+    def _log(self, failure: Failure) -> None:
+        """The failure into the incident log: its node (the first it struck) and whether that
+        node had a lasting fault."""
+        cluster = self.job.cluster
+        node = int(cluster.slot_node[failure.nodes[0]]) if failure.nodes else -1
+        lasting = node >= 0 and bool(cluster.faulty[node])
+        self.incidents.struck(failure, node, lasting)
 
     def _count_lemon(self, failure: Failure) -> None:
         if (

@@ -15,6 +15,7 @@ from sim.engine.cluster import Cluster
 from sim.engine.events import Failure, StragglerOnset
 from sim.engine.fabricstate import FabricState
 from sim.engine.failures import FailureClocks, FailureSource, IdleClock
+from sim.engine.incidents import Incidents
 from sim.engine.job import Job
 from sim.engine.ledger import DOWNTIME_PARTS, Ledger
 from sim.engine.plan import ReplicaPlan
@@ -86,10 +87,13 @@ class RunRecord:
     cost_downtime_usd: float
     cost_idle_spares_usd: float
     timeline: list[dict] | None = None
+    # one dict per failure that struck (sim/engine/incidents.py), when asked for
+    incidents: list[dict] | None = None
 
     def row(self) -> dict:
         row = asdict(self)
         row.pop("timeline")
+        row.pop("incidents")
         by_class = row.pop("failures_by_class")
         row.update({f"failures_{name}": count for name, count in by_class.items()})
         return row
@@ -101,8 +105,11 @@ def simulate_replica(
     seed: int,
     injected: Iterable[Failure | StragglerOnset] = (),
     timeline: bool = False,
+    incidents: bool = False,
 ) -> RunRecord:
-    """Simulate one replica. `injected` failures (tests, what-ifs) strike at their `time_s`."""
+    """Simulate one replica. `injected` failures (tests, what-ifs) strike at their `time_s`.
+    With `timeline`, the record keeps the replica's events; with `incidents`, one row per
+    failure that struck (sim/engine/incidents.py)."""
     env = simpy.Environment()
     ledger = Ledger(failures=[0] * len(plan.failure_classes))
     trace: list[dict] | None = [] if timeline else None
@@ -165,6 +172,8 @@ def simulate_replica(
     job_ref.append(job)
     router = FailureRouter(ledger, job)
     router_ref.append(router)
+    log = Incidents() if incidents else None
+    router.incidents = cluster.incidents = log
     if plan.health_checks is not None:
         job.health_rng = stream(seed, replica, "health_checks")
         env.process(_every(env, plan.health_checks.every_s, job.health_check))
@@ -205,7 +214,10 @@ def simulate_replica(
 
     # finalise
     assert cluster.conserved(), "nodes were not conserved"
-    return _record(plan, replica, seed, job, ledger, cluster, storage, env.now, trace)
+    record = _record(plan, replica, seed, job, ledger, cluster, storage, env.now, trace)
+    if log is not None:
+        record.incidents = log.close(cluster.calendar.still_out())
+    return record
 
 
 def _every(env: simpy.Environment, period_s: float, action) -> Iterable:
