@@ -627,18 +627,25 @@ class Job:
                 at = calendar.next_s()
                 if at < wake:
                     wake, due = at, calendar
-            timeout = env.timeout(max(0.0, wake - env.now))
-            try:
-                yield timeout
-            except simpy.Interrupt as interrupt:
-                _cancel(env, timeout)
-                self._in_line = True
+            now = env._now
+            queue = env._queue
+            if wake < math.inf and (not queue or queue[0][0] > wake):
+                # nothing else is due before the wake: no other process could act meanwhile,
+                # so the clock moves there without an event (as the timeout would move it)
+                env._now = now + max(0.0, wake - now)
+            else:
+                timeout = env.timeout(max(0.0, wake - now))
                 try:
-                    calendar.advance(env.now)
-                finally:
-                    self._in_line = False
-                inbox.append(interrupt.cause)
-                return inbox.popleft()
+                    yield timeout
+                except simpy.Interrupt as interrupt:
+                    _cancel(env, timeout)
+                    self._in_line = True
+                    try:
+                        calendar.advance(env.now)
+                    finally:
+                        self._in_line = False
+                    inbox.append(interrupt.cause)
+                    return inbox.popleft()
             self._in_line = True
             try:
                 if calendar.due_s <= env.now:  # before any decision: the nodes back by now
