@@ -152,9 +152,8 @@ class Cluster:
         self._empty = []
         self.active = self.filled.size
         self._scale_slots(np.arange(self.filled.size))
-        slots = np.arange(self.filled.size)
         for source in self.sources:
-            source.activate(slots)
+            source.fill_all()
 
     def _scale_slots(self, slots: np.ndarray) -> None:
         if self.slot_scale is not None:

@@ -285,8 +285,7 @@ class FailureSource:
 
     def start(self) -> None:
         if self.per_node == 0:
-            size = len(self.ends)
-            self._fill(np.arange(size), self._now() + self._draw_array(size))
+            self._fill_from_none(None)
 
     def fire(self) -> None:
         """The class's next failure is due now (the job's wait reached it): renew the
@@ -357,6 +356,36 @@ class FailureSource:
                 self._set(i, end)
         if self.clocks.stale > self.clocks.limit:
             self.clocks.compact()
+
+    def fill_all(self) -> None:
+        """`activate` of every node slot at the build, when every clock is empty: the same
+        draws and ends without the checks (a short replica's build is its main cost)."""
+        if self.per_node:
+            self._fill_from_none(self.slot_scale)
+
+    def _fill_from_none(self, scale: np.ndarray | None) -> None:
+        """Every clock, all empty before, from fresh lifetimes (scaled per node slot)."""
+        per_node = self.per_node
+        size = len(self.ends)
+        now = self._now()
+        if size < 64:
+            draws = self._draw(size)
+            if scale is not None:
+                factors = scale.tolist() if per_node == 1 else np.repeat(scale, per_node).tolist()
+                ends = [now + d * f for d, f in zip(draws, factors)]
+            else:
+                ends = [now + d for d in draws]
+            self.ends = ends
+            heap = self.base.heap
+            heap.extend(zip(ends, [self.position] * size, range(size)))
+            heapq.heapify(heap)
+            return
+        draws = self._draw_array(size)
+        if scale is not None:
+            draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
+        ends = now + draws
+        self.ends = ends.tolist()
+        self.base.pending.append((ends, self.position, np.arange(size)))
 
     def activate_one(self, slot: int, scale: float) -> None:
         """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
