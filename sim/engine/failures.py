@@ -217,6 +217,41 @@ class FailureClocks:
         self.limit = 64
 
 
+# what a failure class's sources share, replica after replica: (the class, clocks per node
+# slot, the law of a clock, components a clock stands for, the Failure template), by the
+# class's id and the GPUs per node (the class is kept: its id stays its own)
+_SHAPES: dict[tuple[int, int], tuple] = {}
+
+
+def _shape(fc: FailureClassPlan, gpus_per_node: int) -> tuple:
+    # clocks per node slot; 0 means job-wide components (the job, cables, switches)
+    per_node = {"gpu": gpus_per_node, "node": 1}.get(fc.scope, 0)
+    law, gpus = fc.lifetime_s, 1
+    if per_node > 1 and isinstance(law, Exponential | Weibull):
+        # a node's GPUs fail when the first of them does: one clock per node, whose
+        # lifetime is the minimum of its GPUs' (exponential, Weibull: the same law)
+        law, gpus = minimum_of(law, per_node), per_node
+        per_node = 1
+    # the fields every failure of the class shares (a Failure is built from them in `fire`
+    # without the frozen dataclass's per-field __init__: the hot path)
+    template = {
+        "class_index": fc.index,
+        "name": fc.name,
+        "detect_s": fc.detect_s,
+        "replace": fc.replace,
+        "repair_mean_s": fc.repair_mean_s,
+        "scope": fc.scope,
+        "repair_s": None,
+        "loses_data": fc.loses_data,
+        "since_s": None,
+    }
+    assert template.keys() | FIRED == Failure.__dataclass_fields__.keys()
+    if len(_SHAPES) > 256:
+        _SHAPES.clear()
+    shape = _SHAPES[(id(fc), gpus_per_node)] = (fc, per_node, law, gpus, template)
+    return shape
+
+
 class FailureSource:
     """The clocks of one failure class over its components, and the failure when one runs out.
 
@@ -243,15 +278,10 @@ class FailureSource:
         self.failure_class = failure_class
         self.rng = rng
         self.strike = strike
-        # clocks per node slot; 0 means job-wide components (the job, cables, switches)
-        self.per_node = {"gpu": gpus_per_node, "node": 1}.get(failure_class.scope, 0)
-        self.law = failure_class.lifetime_s
-        self.gpus = 1  # components a clock stands for
-        if self.per_node > 1 and isinstance(self.law, Exponential | Weibull):
-            # a node's GPUs fail when the first of them does: one clock per node, whose
-            # lifetime is the minimum of its GPUs' (exponential, Weibull: the same law)
-            self.law, self.gpus = minimum_of(self.law, self.per_node), self.per_node
-            self.per_node = 1
+        shape = _SHAPES.get((id(failure_class), gpus_per_node))
+        if shape is None or shape[0] is not failure_class:
+            shape = _shape(failure_class, gpus_per_node)
+        _, self.per_node, self.law, self.gpus, self._template = shape
         size = nodes * self.per_node if self.per_node else failure_class.components
         self.ends: list[float] = [math.inf] * size
         self._buffer: list[float] = []
@@ -264,21 +294,6 @@ class FailureSource:
         self.clocks: FailureClocks | None = None
         self.base: ClockBase | None = None
         self.position = 0
-        fc = failure_class
-        # the fields every failure of the class shares (a Failure is built from them in `fire`
-        # without the frozen dataclass's per-field __init__: the hot path)
-        self._template = {
-            "class_index": fc.index,
-            "name": fc.name,
-            "detect_s": fc.detect_s,
-            "replace": fc.replace,
-            "repair_mean_s": fc.repair_mean_s,
-            "scope": fc.scope,
-            "repair_s": None,
-            "loses_data": fc.loses_data,
-            "since_s": None,
-        }
-        assert self._template.keys() | FIRED == Failure.__dataclass_fields__.keys()
 
     def _now(self) -> float:
         return self.env.now if self.idle is None else self.idle.now()
@@ -380,7 +395,12 @@ class FailureSource:
             heap.extend(zip(ends, [self.position] * size, range(size)))
             heapq.heapify(heap)
             return
-        draws = self._draw_array(size)
+        if self._next >= len(self._buffer):  # the first draws: straight from numpy's block
+            block = self.law.sample(self.rng, max(BUFFER, size))
+            draws = block[:size]
+            self._buffer, self._next = block[size:].tolist(), 0
+        else:
+            draws = self._draw_array(size)
         if scale is not None:
             draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
         ends = now + draws
