@@ -311,13 +311,14 @@ class FailureSource:
         if self.slot_scale is not None:
             lifetime *= float(self.slot_scale[index // per_node])
         idle = self.idle
-        end = (self.env.now if idle is None else idle.now()) + lifetime
+        now = self.env._now
+        end = (now if idle is None else idle.now()) + lifetime
         self.ends[index] = end
         heapq.heappush(self.base.heap, (end, self.position, index))
         failure = Failure.__new__(Failure)
         fields = failure.__dict__
         fields.update(self._template)
-        fields["time_s"] = self.env.now
+        fields["time_s"] = now
         fields["nodes"] = (index // per_node,) if per_node else ()
         fields["component"] = index * self.gpus
         self.strike(failure)
@@ -410,10 +411,19 @@ class FailureSource:
     def activate_one(self, slot: int, scale: float) -> None:
         """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
         per_node = self.per_node
-        base = self.env.now if self.idle is None else self.idle.now()
-        if per_node == 1:
-            lifetime = self._draw1()
-            self._set(slot, base + (lifetime * scale if scale != 1.0 else lifetime))
+        base = self.env._now if self.idle is None else self.idle.now()
+        if per_node == 1:  # `_draw1` and `_set` in line (the swap's hot path)
+            if self._next >= len(self._buffer):
+                self._buffer = self.law.sample(self.rng, BUFFER).tolist()
+                self._next = 0
+            lifetime = self._buffer[self._next]
+            self._next += 1
+            end = base + (lifetime * scale if scale != 1.0 else lifetime)
+            ends = self.ends
+            if ends[slot] != math.inf:
+                self.clocks.stale += 1
+            ends[slot] = end
+            heapq.heappush(self.base.heap, (end, self.position, slot))
         else:
             first = slot * per_node
             for i, lifetime in enumerate(self._draw(per_node)):
