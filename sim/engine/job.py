@@ -60,6 +60,10 @@ def _cancel(env: simpy.Environment, event: simpy.Event) -> None:
 QUICK_NONE, QUICK_DETECTED, QUICK_TAKEN, QUICK_REPLACED, QUICK_ALL = range(5)
 
 
+# by id(plan): (the plan, its figures by the job's nodes), shared by the plan's replicas
+_SHAPES: dict[int, tuple[ReplicaPlan, dict[int, tuple]]] = {}
+
+
 class HorizonReached(Exception):
     """The replica ran out of simulated time before the final checkpoint was durable."""
 
@@ -86,7 +90,13 @@ class Job:
         self.finished = False
         self._waiting_for_nodes = False
         self._grows = self.policy.grows
-        self._shapes: dict[int, tuple[int, float, float, float]] = {}  # by the job's nodes
+        # the plan's figures by the job's nodes (pure: kept with the plan, for every replica)
+        cached = _SHAPES.get(id(plan))
+        if cached is None or cached[0] is not plan:
+            if len(_SHAPES) > 64:
+                _SHAPES.clear()
+            cached = _SHAPES[id(plan)] = (plan, {})
+        self._shapes: dict[int, tuple] = cached[1]
         self.step_time = StepTime(plan)
         self.step_time.on_change = self.step_time_changed
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
@@ -244,23 +254,28 @@ class Job:
                     plan.snapshot_s(nodes),
                     plan.drain_s(nodes, replicas),
                     plan.memory_s(nodes),
+                    plan.step_s_with(replicas),
+                    plan.slow_step_s(nodes, replicas),
                 )
-            replicas, snapshot_s, drain_s, memory_s = shape
+            replicas, snapshot_s, drain_s, memory_s, nominal_s, slow_s = shape
             pending = self.progress.pending
+            step_time = self.step_time  # StepTime.step_s and .slow_step_s, from the shape
+            added_s, factor = step_time._added_s, step_time._factor
+            progress = self.progress
             stretch = Stretch(
-                start_step=self.progress.resume_step,
-                total_steps=plan.total_steps,
-                interval_steps=plan.interval_steps,
-                step_s=self.step_time.step_s(replicas),
-                snapshot_s=snapshot_s,
-                drain_s=drain_s,
-                done_steps=self.progress.done_steps,
-                snapped_s=self.progress.snapped_s,
-                pending_drain_s=pending.drain_left_s if pending else 0.0,
-                durable_before=self.progress.durable_step,
-                memory_every=plan.memory_every,
-                memory_s=memory_s,
-                slow_step_s=self.step_time.slow_step_s(nodes, replicas),
+                progress.resume_step,
+                plan.total_steps,
+                plan.interval_steps,
+                (nominal_s + added_s) * factor,
+                snapshot_s,
+                drain_s,
+                progress.done_steps,
+                progress.snapped_s,
+                pending.drain_left_s if pending else 0.0,
+                progress.durable_step,
+                plan.memory_every,
+                memory_s,
+                (slow_s + added_s) * factor,
             )
             t0 = env.now
             if self.idle is not None:
