@@ -74,6 +74,7 @@ class Cluster:
         self.origin = np.full(fleet, OWNED, dtype=np.int8)
         self.origin[first_pool:first_borrowed] = COLD
         self.origin[first_borrowed:] = PREEMPTIBLE
+        self._pools = bool(plan.pool_nodes or plan.preemptible_nodes)  # else every node is owned
         self.in_repair = 0
         self.retired = 0
         self.nodes_replaced = 0
@@ -152,9 +153,8 @@ class Cluster:
         self._empty = []
         self.active = self.filled.size
         self._scale_slots(np.arange(self.filled.size))
-        slots = np.arange(self.filled.size)
         for source in self.sources:
-            source.activate(slots)
+            source.fill_all()
 
     def _scale_slots(self, slots: np.ndarray) -> None:
         if self.slot_scale is not None:
@@ -175,7 +175,7 @@ class Cluster:
 
     def _enter_one(self, slot: int, node: int) -> None:
         """`_enter` for one node with plain ints: the hot path of a swap."""
-        if self.origin[node] != OWNED:
+        if self._pools and self.origin[node] != OWNED:
             self._serving_since[node] = self.env.now
         self.slot_node[slot] = node
         self.filled[slot] = True

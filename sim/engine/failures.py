@@ -217,6 +217,41 @@ class FailureClocks:
         self.limit = 64
 
 
+# what a failure class's sources share, replica after replica: (the class, clocks per node
+# slot, the law of a clock, components a clock stands for, the Failure template), by the
+# class's id and the GPUs per node (the class is kept: its id stays its own)
+_SHAPES: dict[tuple[int, int], tuple] = {}
+
+
+def _shape(fc: FailureClassPlan, gpus_per_node: int) -> tuple:
+    # clocks per node slot; 0 means job-wide components (the job, cables, switches)
+    per_node = {"gpu": gpus_per_node, "node": 1}.get(fc.scope, 0)
+    law, gpus = fc.lifetime_s, 1
+    if per_node > 1 and isinstance(law, Exponential | Weibull):
+        # a node's GPUs fail when the first of them does: one clock per node, whose
+        # lifetime is the minimum of its GPUs' (exponential, Weibull: the same law)
+        law, gpus = minimum_of(law, per_node), per_node
+        per_node = 1
+    # the fields every failure of the class shares (a Failure is built from them in `fire`
+    # without the frozen dataclass's per-field __init__: the hot path)
+    template = {
+        "class_index": fc.index,
+        "name": fc.name,
+        "detect_s": fc.detect_s,
+        "replace": fc.replace,
+        "repair_mean_s": fc.repair_mean_s,
+        "scope": fc.scope,
+        "repair_s": None,
+        "loses_data": fc.loses_data,
+        "since_s": None,
+    }
+    assert template.keys() | FIRED == Failure.__dataclass_fields__.keys()
+    if len(_SHAPES) > 256:
+        _SHAPES.clear()
+    shape = _SHAPES[(id(fc), gpus_per_node)] = (fc, per_node, law, gpus, template)
+    return shape
+
+
 class FailureSource:
     """The clocks of one failure class over its components, and the failure when one runs out.
 
@@ -243,15 +278,10 @@ class FailureSource:
         self.failure_class = failure_class
         self.rng = rng
         self.strike = strike
-        # clocks per node slot; 0 means job-wide components (the job, cables, switches)
-        self.per_node = {"gpu": gpus_per_node, "node": 1}.get(failure_class.scope, 0)
-        self.law = failure_class.lifetime_s
-        self.gpus = 1  # components a clock stands for
-        if self.per_node > 1 and isinstance(self.law, Exponential | Weibull):
-            # a node's GPUs fail when the first of them does: one clock per node, whose
-            # lifetime is the minimum of its GPUs' (exponential, Weibull: the same law)
-            self.law, self.gpus = minimum_of(self.law, self.per_node), self.per_node
-            self.per_node = 1
+        shape = _SHAPES.get((id(failure_class), gpus_per_node))
+        if shape is None or shape[0] is not failure_class:
+            shape = _shape(failure_class, gpus_per_node)
+        _, self.per_node, self.law, self.gpus, self._template = shape
         size = nodes * self.per_node if self.per_node else failure_class.components
         self.ends: list[float] = [math.inf] * size
         self._buffer: list[float] = []
@@ -264,29 +294,13 @@ class FailureSource:
         self.clocks: FailureClocks | None = None
         self.base: ClockBase | None = None
         self.position = 0
-        fc = failure_class
-        # the fields every failure of the class shares (a Failure is built from them in `fire`
-        # without the frozen dataclass's per-field __init__: the hot path)
-        self._template = {
-            "class_index": fc.index,
-            "name": fc.name,
-            "detect_s": fc.detect_s,
-            "replace": fc.replace,
-            "repair_mean_s": fc.repair_mean_s,
-            "scope": fc.scope,
-            "repair_s": None,
-            "loses_data": fc.loses_data,
-            "since_s": None,
-        }
-        assert self._template.keys() | FIRED == Failure.__dataclass_fields__.keys()
 
     def _now(self) -> float:
         return self.env.now if self.idle is None else self.idle.now()
 
     def start(self) -> None:
         if self.per_node == 0:
-            size = len(self.ends)
-            self._fill(np.arange(size), self._now() + self._draw_array(size))
+            self._fill_from_none(None)
 
     def fire(self) -> None:
         """The class's next failure is due now (the job's wait reached it): renew the
@@ -297,13 +311,14 @@ class FailureSource:
         if self.slot_scale is not None:
             lifetime *= float(self.slot_scale[index // per_node])
         idle = self.idle
-        end = (self.env.now if idle is None else idle.now()) + lifetime
+        now = self.env._now
+        end = (now if idle is None else idle.now()) + lifetime
         self.ends[index] = end
         heapq.heappush(self.base.heap, (end, self.position, index))
         failure = Failure.__new__(Failure)
         fields = failure.__dict__
         fields.update(self._template)
-        fields["time_s"] = self.env.now
+        fields["time_s"] = now
         fields["nodes"] = (index // per_node,) if per_node else ()
         fields["component"] = index * self.gpus
         self.strike(failure)
@@ -358,13 +373,57 @@ class FailureSource:
         if self.clocks.stale > self.clocks.limit:
             self.clocks.compact()
 
+    def fill_all(self) -> None:
+        """`activate` of every node slot at the build, when every clock is empty: the same
+        draws and ends without the checks (a short replica's build is its main cost)."""
+        if self.per_node:
+            self._fill_from_none(self.slot_scale)
+
+    def _fill_from_none(self, scale: np.ndarray | None) -> None:
+        """Every clock, all empty before, from fresh lifetimes (scaled per node slot)."""
+        per_node = self.per_node
+        size = len(self.ends)
+        now = self._now()
+        if size < 64:
+            draws = self._draw(size)
+            if scale is not None:
+                factors = scale.tolist() if per_node == 1 else np.repeat(scale, per_node).tolist()
+                ends = [now + d * f for d, f in zip(draws, factors)]
+            else:
+                ends = [now + d for d in draws]
+            self.ends = ends
+            heap = self.base.heap
+            heap.extend(zip(ends, [self.position] * size, range(size)))
+            heapq.heapify(heap)
+            return
+        if self._next >= len(self._buffer):  # the first draws: straight from numpy's block
+            block = self.law.sample(self.rng, max(BUFFER, size))
+            draws = block[:size]
+            self._buffer, self._next = block[size:].tolist(), 0
+        else:
+            draws = self._draw_array(size)
+        if scale is not None:
+            draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
+        ends = now + draws
+        self.ends = ends.tolist()
+        self.base.pending.append((ends, self.position, np.arange(size)))
+
     def activate_one(self, slot: int, scale: float) -> None:
         """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
         per_node = self.per_node
-        base = self.env.now if self.idle is None else self.idle.now()
-        if per_node == 1:
-            lifetime = self._draw1()
-            self._set(slot, base + (lifetime * scale if scale != 1.0 else lifetime))
+        base = self.env._now if self.idle is None else self.idle.now()
+        if per_node == 1:  # `_draw1` and `_set` in line (the swap's hot path)
+            if self._next >= len(self._buffer):
+                self._buffer = self.law.sample(self.rng, BUFFER).tolist()
+                self._next = 0
+            lifetime = self._buffer[self._next]
+            self._next += 1
+            end = base + (lifetime * scale if scale != 1.0 else lifetime)
+            ends = self.ends
+            if ends[slot] != math.inf:
+                self.clocks.stale += 1
+            ends[slot] = end
+            heapq.heappush(self.base.heap, (end, self.position, slot))
         else:
             first = slot * per_node
             for i, lifetime in enumerate(self._draw(per_node)):

@@ -55,6 +55,15 @@ def _cancel(env: simpy.Environment, event: simpy.Event) -> None:
             return
 
 
+# how far `Job._quick_outage` got: nothing, detection (the failures merged), the failed nodes
+# sent to repair, the job refilled, or the whole outage (restarted, or aborted by a failure)
+QUICK_NONE, QUICK_DETECTED, QUICK_TAKEN, QUICK_REPLACED, QUICK_ALL = range(5)
+
+
+# by id(plan): (the plan, its figures by the job's nodes), shared by the plan's replicas
+_SHAPES: dict[int, tuple[ReplicaPlan, dict[int, tuple]]] = {}
+
+
 class HorizonReached(Exception):
     """The replica ran out of simulated time before the final checkpoint was durable."""
 
@@ -81,7 +90,13 @@ class Job:
         self.finished = False
         self._waiting_for_nodes = False
         self._grows = self.policy.grows
-        self._shapes: dict[int, tuple[int, float, float, float]] = {}  # by the job's nodes
+        # the plan's figures by the job's nodes (pure: kept with the plan, for every replica)
+        cached = _SHAPES.get(id(plan))
+        if cached is None or cached[0] is not plan:
+            if len(_SHAPES) > 64:
+                _SHAPES.clear()
+            cached = _SHAPES[id(plan)] = (plan, {})
+        self._shapes: dict[int, tuple] = cached[1]
         self.step_time = StepTime(plan)
         self.step_time.on_change = self.step_time_changed
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
@@ -106,6 +121,16 @@ class Job:
         self.straggler_left: Callable[[int], None] | None = None
         # sync checkpoints validated with corruption possible: a corrupt one is rewritten
         self._rewrites = plan.validate and plan.corrupt_prob > 0 and plan.mode == "sync"
+        # an outage may run in line (`_quick_outage`) when no failure it merges can start
+        # anything but the job's own recovery: no on-call wait, no elastic growth, no fabric,
+        # storage or silent class, no timeline
+        self._quick = (
+            timeline is None
+            and plan.oncall is None
+            and not self._grows
+            and plan.fabric is None
+            and not any(fc.silent or fc.scope == "storage" for fc in plan.failure_classes)
+        )
 
     # ---- called by other processes
 
@@ -194,10 +219,20 @@ class Job:
                     return
                 failure = outcome
                 while failure is not None:
-                    failures = yield from self._detect(failure)
-                    if self.plan.oncall is not None:
-                        yield from self._wait_for_oncall(failures)
-                    yield from self._replace(failures)
+                    stage, failures = QUICK_NONE, None
+                    if self._quick:  # the outage in line, as far as it can go
+                        stage, failures = self._quick_outage(failure)
+                        if stage == QUICK_ALL:
+                            failure = failures
+                            continue
+                    if stage < QUICK_DETECTED:
+                        failures = yield from self._detect(failure)
+                        if self.plan.oncall is not None:
+                            yield from self._wait_for_oncall(failures)
+                    if stage < QUICK_TAKEN:
+                        self._take(failures)
+                    if stage < QUICK_REPLACED:
+                        yield from self._refill()
                     failure = yield from self._restart()
         except HorizonReached:
             self.progress.drop()  # work not yet durable at the horizon (e.g. waiting for the tier)
@@ -219,23 +254,28 @@ class Job:
                     plan.snapshot_s(nodes),
                     plan.drain_s(nodes, replicas),
                     plan.memory_s(nodes),
+                    plan.step_s_with(replicas),
+                    plan.slow_step_s(nodes, replicas),
                 )
-            replicas, snapshot_s, drain_s, memory_s = shape
+            replicas, snapshot_s, drain_s, memory_s, nominal_s, slow_s = shape
             pending = self.progress.pending
+            step_time = self.step_time  # StepTime.step_s and .slow_step_s, from the shape
+            added_s, factor = step_time._added_s, step_time._factor
+            progress = self.progress
             stretch = Stretch(
-                start_step=self.progress.resume_step,
-                total_steps=plan.total_steps,
-                interval_steps=plan.interval_steps,
-                step_s=self.step_time.step_s(replicas),
-                snapshot_s=snapshot_s,
-                drain_s=drain_s,
-                done_steps=self.progress.done_steps,
-                snapped_s=self.progress.snapped_s,
-                pending_drain_s=pending.drain_left_s if pending else 0.0,
-                durable_before=self.progress.durable_step,
-                memory_every=plan.memory_every,
-                memory_s=memory_s,
-                slow_step_s=self.step_time.slow_step_s(nodes, replicas),
+                progress.resume_step,
+                plan.total_steps,
+                plan.interval_steps,
+                (nominal_s + added_s) * factor,
+                snapshot_s,
+                drain_s,
+                progress.done_steps,
+                progress.snapped_s,
+                pending.drain_left_s if pending else 0.0,
+                progress.durable_step,
+                plan.memory_every,
+                memory_s,
+                (slow_s + added_s) * factor,
             )
             t0 = env.now
             if self.idle is not None:
@@ -388,6 +428,10 @@ class Job:
     def _replace(self, failures: list[Failure]):
         """Failed nodes leave for repair; spares fill in; the policy may wait for more nodes."""
         self._take(failures)
+        yield from self._refill()
+
+    def _refill(self):
+        """Spares fill the empty slots; the policy may wait for more nodes (or pool nodes)."""
         while True:
             short = self.plan.nodes - self.cluster.available
             if short > 0 and self.cluster.pooled and not self.fabric_partitioned:
@@ -536,6 +580,109 @@ class Job:
             )
         )
 
+    def _quick_outage(self, first: Failure):
+        """Detection, replacement and restart computed in line, without a SimPy event, while
+        nothing else is due in SimPy's queue before each part ends: the same steps, in the
+        same order, as `_detect`, `_take`, `_refill` and `_restart` with their holds (which
+        would move the clock without an event too), booking the same pieces. Returns how far
+        it got: (QUICK_ALL, the failure that aborted the restart or None), or a stage and
+        the failures detected, for the general path to go on from."""
+        env, inbox, plan, ledger = self.env, self._inbox, self.plan, self.ledger
+        queue = env._queue
+        now = env._now
+        deadline = plan.horizon_s
+        # detection: failures meanwhile merge into it
+        end = now + max(0.0, first.time_s + first.detect_s - now)
+        if inbox or end > deadline or (queue and queue[0][0] <= end):
+            return QUICK_NONE, None
+        if self.idle is not None:
+            self.idle.pause()
+        failures = [first]
+        began = now
+        while now < end:
+            start = now
+            cause = self._quick_wait(end)
+            now = env._now
+            ledger.downtime_s = ledger.downtime_s + now - start
+            if isinstance(cause, Failure):
+                failures.append(cause)
+        ledger.detect_s += now - began
+        progress = self.progress
+        if progress.from_memory and (
+            len({n for f in failures for n in f.nodes}) > 1 or any(not f.nodes for f in failures)
+        ):
+            progress.drop()  # more than one node (or the job) went: the peers' copies are gone
+        # replacement
+        self._take(failures)
+        cluster = self.cluster
+        if (plan.nodes > cluster.available and cluster.pooled) or self.fabric_partitioned:
+            return QUICK_TAKEN, failures
+        nodes = self.policy.nodes_to_run(cluster.available)
+        if nodes is None:
+            return QUICK_TAKEN, failures
+        cluster.resize(nodes)
+        # restart: launch and the checkpoint load
+        nodes = cluster.active
+        load = 0.0
+        backup = False
+        if progress.from_memory:
+            pass
+        elif progress.durable_step > 0 and progress.durable_on_backup:
+            load = plan.backup_restore_s
+            backup = True
+        elif progress.durable_step > 0:
+            if progress.tier_down() or progress.newest_corrupt():
+                return QUICK_REPLACED, failures
+            load = plan.load_s(nodes)
+        end = now + (plan.restart_s + load)
+        if inbox or end > deadline or (queue and queue[0][0] <= end):
+            return QUICK_REPLACED, failures
+        if backup:
+            ledger.restores_from_backup += 1
+        progress.from_memory = False
+        ledger.restarts += 1
+        if self.idle is not None:
+            self.idle.pause()
+        began = now
+        abort = None
+        while now < end:
+            start = now
+            cause = self._quick_wait(end)
+            now = env._now
+            ledger.downtime_s = ledger.downtime_s + now - start
+            if isinstance(cause, Failure):
+                abort = cause
+                break
+        took = now - began
+        if took > plan.restart_s:
+            ledger.checkpoint_load_s += took - plan.restart_s
+            took = plan.restart_s
+        ledger.restart_s += took
+        return QUICK_ALL, abort
+
+    def _quick_wait(self, until: float):
+        """`_wait` for `_quick_outage`: the clock moves to the next failure or to `until`
+        (nothing else is due before it), the failure handled in line. Returns the cause."""
+        env, inbox, calendar, clocks = self.env, self._inbox, self.cluster.calendar, self.clocks
+        while True:
+            if inbox:
+                return inbox.popleft()
+            wake, due = clocks.next()
+            if wake >= until:
+                wake, due = until, None
+            now = env._now
+            now = env._now = now + max(0.0, wake - now)
+            self._in_line = True
+            try:
+                if calendar.due_s <= now:  # before any decision: the nodes back by now
+                    calendar.advance(now)
+                if due is not None:
+                    due.fire()
+            finally:
+                self._in_line = False
+            if due is None and not inbox:
+                return None
+
     def _hold(
         self,
         seconds: float,
@@ -627,18 +774,25 @@ class Job:
                 at = calendar.next_s()
                 if at < wake:
                     wake, due = at, calendar
-            timeout = env.timeout(max(0.0, wake - env.now))
-            try:
-                yield timeout
-            except simpy.Interrupt as interrupt:
-                _cancel(env, timeout)
-                self._in_line = True
+            now = env._now
+            queue = env._queue
+            if wake < math.inf and (not queue or queue[0][0] > wake):
+                # nothing else is due before the wake: no other process could act meanwhile,
+                # so the clock moves there without an event (as the timeout would move it)
+                env._now = now + max(0.0, wake - now)
+            else:
+                timeout = env.timeout(max(0.0, wake - now))
                 try:
-                    calendar.advance(env.now)
-                finally:
-                    self._in_line = False
-                inbox.append(interrupt.cause)
-                return inbox.popleft()
+                    yield timeout
+                except simpy.Interrupt as interrupt:
+                    _cancel(env, timeout)
+                    self._in_line = True
+                    try:
+                        calendar.advance(env.now)
+                    finally:
+                        self._in_line = False
+                    inbox.append(interrupt.cause)
+                    return inbox.popleft()
             self._in_line = True
             try:
                 if calendar.due_s <= env.now:  # before any decision: the nodes back by now

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from sim import perf
 from sim.distributions import Distribution, lifetime
@@ -153,7 +154,7 @@ class ReplicaPlan:
     # MFU, an abstract job, or a policy that never shrinks)
     step_s_by_replicas: tuple[float, ...] = ()
 
-    @property
+    @cached_property  # read by every replica's build (the plan is frozen: computed once)
     def keeps_history(self) -> bool:
         """Whether recovery may roll back past the newest durable checkpoint (loss spikes,
         silent corruption, corrupt checkpoints): the kept checkpoints are then tracked."""
@@ -170,7 +171,7 @@ class ReplicaPlan:
         """Every node of the cluster: the job's, the warm spares, the cold and preemptible pools."""
         return self.nodes + self.spare_nodes + self.pool_nodes + self.preemptible_nodes
 
-    @property
+    @cached_property
     def faults_matter(self) -> bool:
         """Whether a lasting fault changes a node's hazard: the multiplier is above 1 and a
         node can have one (lemons, or a node-attributable class with `fault_prob` > 0). False

@@ -9,6 +9,7 @@ not depend on the sweep point, so every point of a sweep sees the same failure l
 from __future__ import annotations
 
 import numpy as np
+from numpy.random.bit_generator import ISeedSequence
 
 # Stream table: fixed ids, only ever appended to (changing one changes every result).
 STREAMS = {
@@ -28,8 +29,96 @@ STREAMS = {
 
 
 def stream(seed: int, replica: int, name: str, index: int = 0) -> np.random.Generator:
-    sequence = np.random.SeedSequence(seed, spawn_key=(replica, STREAMS[name], index))
+    stream_id = STREAMS[name]
+    if 0 <= seed < 1 << 128 and 0 <= replica <= _M and 0 <= stream_id <= _M and 0 <= index <= _M:
+        return np.random.Generator(np.random.PCG64(_Key(_words(seed, replica, stream_id, index))))
+    sequence = np.random.SeedSequence(seed, spawn_key=(replica, stream_id, index))
     return np.random.Generator(np.random.PCG64(sequence))
+
+
+# `SeedSequence(seed, spawn_key=(replica, stream, index)).generate_state(4, np.uint64)`, the
+# key PCG64 seeds itself with, computed in plain integers by numpy's own algorithm (its
+# entropy: the seed's four 32-bit words, then the replica, stream and index; hash
+# constants that depend only on how many words were mixed before): the same numbers
+# (tests/engine/test_streams.py checks them against numpy) at half the cost of numpy's
+# object, and the pool after the seed and the replica is kept for the replica's next stream.
+_M = 0xFFFFFFFF
+_MULT_A, _MULT_B = 0x931E8875, 0x58F38DED
+_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
+_HA = [0x43B0D7E5]  # the hash constant before each hashmix of the entropy
+for _ in range(32):
+    _HA.append(_HA[-1] * _MULT_A & _M)
+_HB = [0x8B51F9DD]  # ... before each output word
+for _ in range(8):
+    _HB.append(_HB[-1] * _MULT_B & _M)
+# the (xor, multiply) constants of entropy word 4 (the replica), 5 (the stream), 6 (the index)
+_WORD = [tuple((_HA[k + d], _HA[k + d + 1]) for d in range(4)) for k in (16, 20, 24)]
+_OUT = tuple((_HB[i], _HB[i + 1]) for i in range(8))
+_pools: dict[tuple[int, int], tuple[int, int, int, int]] = {}  # (seed, replica) -> pool
+
+
+def _seed_pool(seed: int) -> tuple[int, int, int, int]:
+    """The pool after the seed's four words (padded with zeros) and their cross-mixing."""
+    k, pool = 0, []
+    for i in range(4):
+        h = (((seed >> (32 * i)) & _M) ^ _HA[k]) * _HA[k + 1] & _M
+        pool.append(h ^ (h >> 16))
+        k += 1
+    for src in range(4):
+        for dst in range(4):
+            if src != dst:
+                h = (pool[src] ^ _HA[k]) * _HA[k + 1] & _M
+                h ^= h >> 16
+                k += 1
+                r = (_MIX_L * pool[dst] - _MIX_R * h) & _M
+                pool[dst] = r ^ (r >> 16)
+    return pool[0], pool[1], pool[2], pool[3]
+
+
+def _mix(pool: tuple[int, int, int, int], word: int, consts) -> tuple[int, int, int, int]:
+    """The pool with one more entropy word mixed into each of its four words."""
+    (a0, b0), (a1, b1), (a2, b2), (a3, b3) = consts
+    p0, p1, p2, p3 = pool
+    h = ((word ^ a0) * b0) & _M
+    r = (_MIX_L * p0 - _MIX_R * (h ^ (h >> 16))) & _M
+    p0 = r ^ (r >> 16)
+    h = ((word ^ a1) * b1) & _M
+    r = (_MIX_L * p1 - _MIX_R * (h ^ (h >> 16))) & _M
+    p1 = r ^ (r >> 16)
+    h = ((word ^ a2) * b2) & _M
+    r = (_MIX_L * p2 - _MIX_R * (h ^ (h >> 16))) & _M
+    p2 = r ^ (r >> 16)
+    h = ((word ^ a3) * b3) & _M
+    r = (_MIX_L * p3 - _MIX_R * (h ^ (h >> 16))) & _M
+    p3 = r ^ (r >> 16)
+    return p0, p1, p2, p3
+
+
+def _words(seed: int, replica: int, stream_id: int, index: int) -> np.ndarray:
+    pool = _pools.get((seed, replica))
+    if pool is None:
+        if len(_pools) > 64:
+            _pools.clear()
+        pool = _pools[(seed, replica)] = _mix(_seed_pool(seed), replica, _WORD[0])
+    pool = _mix(_mix(pool, stream_id, _WORD[1]), index, _WORD[2])
+    out = []
+    for i, (a, b) in enumerate(_OUT):
+        v = ((pool[i & 3] ^ a) * b) & _M
+        out.append(v ^ (v >> 16))
+    return np.array(out, dtype=np.uint32).view(np.uint64)
+
+
+class _Key(ISeedSequence):
+    """The 4 words PCG64 seeds itself with (what SeedSequence.generate_state gives)."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, words: np.ndarray):
+        self.words = words
+
+    def generate_state(self, n_words: int, dtype=np.uint32) -> np.ndarray:
+        assert n_words == 4 and dtype == np.uint64, "a PCG64 key"
+        return self.words
 
 
 BLOCK = 256  # draws per numpy call

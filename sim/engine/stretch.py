@@ -103,6 +103,32 @@ class Stretch:
         self.memory_s = memory_s
         # steps that overlap a drain run at `slow_step_s` when reads share the tier with it
         self.slow_step_s = step_s if slow_step_s is None else slow_step_s
+        if not memory_every and self.slow_step_s == step_s and memory_s == 0.0:
+            # the common case in line: every step at `step_s`, no in-memory checkpoints (the
+            # same arithmetic as the general case below, whose extra terms are all zero)
+            self.plain = True
+            first = self.first_steps
+            self.first_compute_s = self.first_work_s = (first - done_steps) * step_s
+            self.first_s = max(self.first_work_s, pending_drain_s) + (snapshot_s - snapped_s)
+            self.full_work_s = interval_steps * step_s
+            self.cycle_s = max(self.full_work_s, drain_s) + snapshot_s
+            self.full_cycles, self.tail_steps = divmod(
+                total_steps - start_step - first, interval_steps
+            )
+            self.tail_work_s = self.tail_steps * step_s
+            if self.tail_steps:
+                self.checkpoints = 2 + self.full_cycles
+                self.last_snapshot_end_s = (
+                    self.first_s
+                    + self.full_cycles * self.cycle_s
+                    + max(self.tail_work_s, drain_s)
+                    + snapshot_s
+                )
+            else:
+                self.checkpoints = 1 + self.full_cycles
+                self.last_snapshot_end_s = self.first_s + self.full_cycles * self.cycle_s
+            self.duration_s = self.last_snapshot_end_s + drain_s
+            return
         assert not (memory_every and self.slow_step_s != step_s), (
             "contended drains with an in-memory level"
         )
@@ -238,6 +264,8 @@ class Stretch:
     def position(self, elapsed_s: float) -> Position:
         if elapsed_s >= self.duration_s:
             return self.at_checkpoint(self.checkpoints)
+        if self.plain and self.drain_s == 0 and self.pending_drain_s == 0:
+            return self._sync_position(elapsed_s)
         k = self._count(elapsed_s, self.durable_s)
         # without drains a snapshot is durable when it ends (sync): no second search
         w = (
@@ -276,6 +304,43 @@ class Stretch:
             last_window_s=last_window_s,
             last_window_compute_s=last_window_compute_s,
             aborted_write=self.drain_s == 0 and window_snapshot_s > 0,
+        )
+
+    def _sync_position(self, elapsed_s: float) -> Position:
+        """`position` of a plain stretch with sync checkpoints and no drain pending: a
+        snapshot is durable when it ends (the same figures, fewer steps)."""
+        end = self.snapshot_end_s
+        n = self.checkpoints
+        if elapsed_s < self.first_s:  # end(1)
+            k = 0
+        else:  # before the stretch's end (above): k < n
+            k = 1 + int((elapsed_s - self.first_s) // self.cycle_s)
+            k = max(1, min(k, n - 1))
+            while k + 1 <= n and end(k + 1) <= elapsed_s:
+                k += 1
+            while k >= 1 and end(k) > elapsed_s:
+                k -= 1
+        kept_s = end(k)
+        window_s = elapsed_s - kept_s
+        if k < n:
+            work = self.work_s(k + 1)
+            window_compute_s = min(window_s, work)
+            window_snapshot_s = max(0.0, window_s - max(work, 0.0))
+        else:
+            window_compute_s = window_snapshot_s = 0.0
+        return Position(
+            checkpoints=k,
+            pending_durable=False,
+            durable_step=self.step_at_checkpoint(k) if k else self.durable_before,
+            kept_s=kept_s,
+            kept_compute_s=self._kept_compute(k),
+            snapshots=k,
+            window_s=window_s,
+            window_compute_s=window_compute_s,
+            window_snapshot_s=window_snapshot_s,
+            last_window_s=0.0,
+            last_window_compute_s=0.0,
+            aborted_write=window_snapshot_s > 0,
         )
 
     def _kept_compute(self, k: int) -> float:
