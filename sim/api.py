@@ -91,11 +91,13 @@ def run_scenario(
     points: range | None = None,
     target_ci: float | None = None,
     incidents: bool = False,
+    note: dict[str, Any] | None = None,
 ) -> RunOutcome:
     """Run every sweep point of a scenario (or the `points` slice); stream into
     `out/<name>/<run-id>/` when `out` is given (else keep the table in memory). With
     `target_ci`, replicas are added per point until the mean time to train is known to
-    that relative 95% half-width (at most `replicas`)."""
+    that relative 95% half-width (at most `replicas`). `note`: entries for run.json that
+    the simulation does not read (e.g. `optimize`'s question, which a resume answers)."""
     scenario_set = (
         scenario
         if isinstance(scenario, ScenarioSet)
@@ -130,6 +132,7 @@ def run_scenario(
         extra["target_ci"] = target_ci
     if incidents:
         extra["incidents"] = True  # every replica's failures: incidents.parquet
+    extra.update(note or {})
     if executor == "dask" and scheduler:
         from sim.dask_executor import check_scheduler
 
@@ -163,10 +166,10 @@ def resume_run(
                 "unreadable: running its replicas again (the table comes out the same)",
                 file=sys.stderr,
             )
-        if "plan" in run.manifest:  # resuming would run its whole grid, not the race
+        if "plan" in run.manifest:  # resuming here would run its whole grid, not the race
             raise ScenarioError(
-                "--resume", str(run_dir), "this is a `trainsim plan` run, which does not "
-                "resume: run the plan command again",
+                "--resume", str(run_dir), "this is a `trainsim plan` run: resume it with "
+                "sim.planner.resume_plan (what `trainsim run --resume` does for a plan)",
             )  # fmt: skip
         if "merged_from" in run.manifest:
             raise ScenarioError(

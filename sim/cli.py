@@ -6,11 +6,13 @@ Tables go to stdout; progress and warnings to stderr; `--json` prints only JSON.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import shlex
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -32,6 +34,16 @@ from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
 # the output root of run, optimize, plan and merge when --out is not given (else results/)
 RESULTS_ENV = arguments.RESULTS_ENV
+
+
+def _exit_stopped() -> None:
+    """Exit 130 after a stop. SIGINT and SIGTERM are ignored from here on: Python puts its
+    own handlers back to the default while it shuts down, and another Ctrl-C in that last
+    moment would kill the process (exit -2) after the stop was handled."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.signal(signum, signal.SIG_IGN)
+    sys.exit(130)
 
 scenario_argument = click.argument("scenario", type=click.Path(path_type=Path))
 set_option = click.option(
@@ -119,7 +131,8 @@ scheduler_option = click.option(
     "--resume",
     type=click.Path(path_type=Path),
     metavar="RUN_DIR",
-    help="Finish an interrupted run (instead of SCENARIO): only its missing replicas run.",
+    help="Finish an interrupted run, plan or optimize (instead of SCENARIO): only its "
+    "missing replicas run.",
 )
 @json_option
 @click.option("--timeline", is_flag=True, help="Also write timeline.json (replica 0) for Perfetto.")
@@ -199,7 +212,7 @@ def run(
             f"{shlex.quote(str(stop.run_dir))}",
             file=sys.stderr,
         )
-        sys.exit(130)
+        _exit_stopped()
     if question is not None:  # the run of `trainsim optimize`: its answer
         _optimize_answer(outcome, question, as_json)
         return
@@ -399,7 +412,7 @@ def optimize(
             " (it runs only the missing replicas and prints this answer)",
             file=sys.stderr,
         )
-        sys.exit(130)
+        _exit_stopped()
     _optimize_answer(outcome, question, as_json)
 
 
@@ -633,7 +646,7 @@ def _plan_answer(race, as_json: bool) -> None:
             " (it reuses them and gives the plan of an uninterrupted run)",
             file=sys.stderr,
         )
-        sys.exit(130)
+        _exit_stopped()
     _warn(result.problems)
     if as_json:
         print(json.dumps(result.doc))
@@ -746,7 +759,7 @@ def _print_plan(doc: dict) -> None:
             mean_ci(row),
             share(row),
             _fmt(row["time_to_train_days_at_quantile"]),
-            row["status"],
+            answer.plan_status({**row, "dropped_round": None}, doc),
             "" if row["dropped_round"] is None else str(row["dropped_round"]),
         )
     console.print(table)
@@ -1277,7 +1290,7 @@ def main(argv: list[str] | None = None) -> None:
     `argv` (default: the command line) lets tests run a command in-process."""
     try:
         code = app.main(args=argv, standalone_mode=False, prog_name="trainsim")
-    except RunInterrupted as stop:  # optimize, merge (run and plan say their own)
+    except RunInterrupted as stop:  # merge (run, plan and optimize say their own)
         print(
             f"interrupted ({stop.cause.signal_name}): the replicas done are kept in "
             f"{stop.run_dir} (`{answer.invocation()} run --resume "
@@ -1285,7 +1298,7 @@ def main(argv: list[str] | None = None) -> None:
             "again for its answer",
             file=sys.stderr,
         )
-        sys.exit(130)
+        _exit_stopped()
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -1294,7 +1307,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
         print("aborted", file=sys.stderr)
-        sys.exit(130)
+        _exit_stopped()
     except Exception as exc:  # noqa: BLE001
         if os.environ.get("TRAINSIM_DEBUG"):
             traceback.print_exc()

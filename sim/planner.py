@@ -17,23 +17,30 @@ MISSES_DEADLINE). A grid none of whose points can run is refused before anything
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from sim import analysis, feasibility, plan_plots
-from sim.api import RunInterrupted, finalise
+from sim.api import RunInterrupted, finalise, part_check
 from sim.montecarlo import Interrupted, default_workers
+from sim.montecarlo import _ignore_for_a_while as ignore_for_a_while
 from sim.montecarlo import run as run_montecarlo
-from sim.results import RunDir, TableOfRun
+from sim.results import RunDir, TableOfRun, read_manifest
 from sim.scenario import Point, ScenarioError, ScenarioSet, load_scenario
 
 FIRST_REPLICAS = 32  # every point's first batch
@@ -565,7 +572,6 @@ def plan(
         scenario_set = scenario
     # what cannot run at all (every point infeasible, say) is refused here
     problems = feasibility.check(scenario_set)
-    direction = analysis.better_direction(objective)
     base = scenario_set.base.simulation
     seed = base.seed if seed is None else seed
     workers = default_workers() if workers is None else workers
@@ -590,23 +596,161 @@ def plan(
         if out is not None
         else None
     )
+    return _race_grid(scenario_set, settings, seed, workers, executor, scheduler, run, progress,
+                      problems)  # fmt: skip
+
+
+# the settings a plan's run.json holds (under "plan"): what a resume races again with
+SETTINGS = {
+    "deadline_days": (float, "the deadline in days, a number > 0"),
+    "quantile": (float, "the quantile, a number in (0, 1]"),
+    "objective": (str, f"one of {', '.join(analysis.METRICS)}"),
+    "replicas_first": (int, "the first round's replicas, an integer >= 1"),
+    "replicas_max": (int, "the most replicas a point gets, an integer >= 2"),
+    "precision": (float, "the precision, a number > 0"),
+}
+
+
+def is_plan_run(run_dir: str | Path) -> bool:
+    """Whether `run_dir` is the run directory of a plan (its run.json has plan settings);
+    False for anything that is not a readable run directory (the resume says why)."""
+    try:
+        manifest = read_manifest(Path(run_dir), "a run directory")
+    except ScenarioError:
+        return False
+    return "plan" in manifest
+
+
+def _settings_of(run: RunDir) -> dict[str, Any]:
+    """The plan settings of a run.json, checked, or a ScenarioError naming the key."""
+    settings = run.manifest["plan"]
+    source = str(run.path / "run.json")
+    for key, (kind, expected) in SETTINGS.items():
+        value = settings.get(key)
+        good = (
+            isinstance(value, str) and value in analysis.METRICS
+            if kind is str
+            else isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and (kind is float or isinstance(value, int))
+        )  # fmt: skip
+        if good and kind is not str:
+            good = {
+                "deadline_days": value > 0,
+                "quantile": 0 < value <= 1,
+                "replicas_first": value >= 1,
+                "replicas_max": value >= 2 and value == run.manifest["replicas"],
+                "precision": value > 0,
+            }[key]
+        if not good:
+            shown = json.dumps(value, default=str)[:60]
+            raise ScenarioError(source, f"plan.{key}", f"is {shown}: expected {expected}")
+    return dict(settings)
+
+
+def resume_plan(
+    run_dir: str | Path,
+    workers: int | None = None,
+    executor: str | None = None,
+    progress: bool = True,
+    scheduler: str | None = None,
+) -> Plan:
+    """Finish an interrupted (or killed, or failed) plan: the race is run again from its
+    run directory's settings, scenario and seed, and every replica a part already holds is
+    read, not simulated. The replicas are the same at every point whatever the run (common
+    random numbers), so the race takes the same course and plan.json is that of an
+    uninterrupted plan. Refused (ScenarioError) like `api.resume_run`: while another process
+    writes the directory, when its scenario, seed or settings were edited, when complete."""
+    run = RunDir.open(run_dir, "--resume", lock=True)
+    try:
+        if "plan" not in run.manifest:
+            raise ScenarioError("--resume", str(run_dir), "not a `trainsim plan` run")
+        if run.manifest["status"] == "complete":
+            if (run.path / "plan.json").is_file() and _readable_table(run.path):
+                raise ScenarioError(
+                    "--resume", str(run_dir), "this plan is complete: nothing to resume"
+                )
+            print(
+                f"note: {run_dir} is complete but its plan.json or replicas.parquet is missing "
+                "or unreadable: racing its points again (the plan comes out the same)",
+                file=sys.stderr,
+            )
+        run.check_fingerprint()
+        settings = _settings_of(run)
+        scenario_set = load_scenario(run.path / "scenario.yaml")
+        if len(scenario_set.points) != run.manifest.get("points", len(scenario_set.points)):
+            raise ScenarioError(
+                str(run.path / "scenario.yaml"), "sweep", f"has {len(scenario_set.points)} "
+                f"points, run.json says {run.manifest['points']}: the run's files were edited",
+            )  # fmt: skip
+        # the --set of the first run (its figure's title), not those of scenario.yaml (none)
+        overrides = run.manifest.get("overrides") or []
+        scenario_set = dataclasses.replace(scenario_set, overrides=[str(o) for o in overrides])
+        if executor == "dask" and scheduler:
+            from sim.dask_executor import check_scheduler
+
+            check_scheduler(scheduler)
+        if workers is not None:
+            run.manifest["workers"] = workers
+        if executor is not None:
+            run.manifest["executor"] = executor
+        run.manifest.setdefault("resumed", []).append(run.manifest.get("ended"))
+        run.parts_dir.mkdir(exist_ok=True)  # gone with a complete run's table
+        run.set_status("running")
+        run.check_parts(part_check(run, scenario_set))  # a bad part runs again, never read
+    except BaseException:
+        run.release()
+        raise
+    problems = feasibility.check(scenario_set)
+    return _race_grid(
+        scenario_set,
+        settings,
+        run.manifest["seed"],
+        run.manifest.get("workers") or default_workers(),
+        run.manifest.get("executor") or "serial",
+        scheduler,
+        run,
+        progress,
+        problems,
+    )
+
+
+def _race_grid(
+    scenario_set: ScenarioSet,
+    settings: dict[str, Any],
+    seed: int,
+    workers: int,
+    executor: str,
+    scheduler: str | None,
+    run: RunDir | None,
+    progress: bool,
+    problems: list[feasibility.Problem],
+) -> Plan:
+    """Race the grid's feasible points; with `run`, every replica streams into its parts
+    (and the replicas parts already hold are read, not simulated: a resume), then plan.json,
+    the figure and the summaries are written and the run is marked complete."""
+    deadline_days, quantile = settings["deadline_days"], settings["quantile"]
+    objective, precision = settings["objective"], settings["precision"]
+    first, replicas_max = settings["replicas_first"], settings["replicas_max"]
+    direction = analysis.better_direction(objective)
     frames: list[pd.DataFrame] = []  # whole rows, kept only without a run directory
     columns = list(dict.fromkeys([*RACE_COLUMNS, objective]))
     bar = _RoundBar(progress)
 
     def evaluate(points: list[int], start: int, stop: int) -> pd.DataFrame:
         kept: list[pd.DataFrame] = []
+        have = run.done() if run is not None else {}  # a resume: what parts already hold
 
         def sink(point: int, first_replica: int, frame: pd.DataFrame) -> None:
             if run is not None:
                 run.write_part(point, first_replica, frame)
             else:
                 frames.append(frame)
-            kept.append(frame[columns])
+                kept.append(frame[columns])
             bar.advance(len(frame))
 
         new = stop - start
         bar.start_round(len(points), start, stop)
+        bar.advance(sum(len(have.get(p, set()) & set(range(start, stop))) for p in points))
         run_montecarlo(
             scenario_set,
             stop,
@@ -616,55 +760,110 @@ def plan(
             progress=False,
             chunk_size=max(1, min(200, new, math.ceil(new * len(points) / (4 * workers)))),
             sink=sink,
-            done={p: set(range(start)) for p in points},
+            done={p: set(range(start)) | have.get(p, set()) for p in points},
             points=set(points),  # type: ignore[arg-type]  # any container of indices
             scheduler=scheduler,
         )
+        if run is not None:  # the round's rows as the parts hold them, simulated now or before
+            kept = _rows_of_parts(run, points, start, stop, columns)
         return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=columns)
 
     try:
-        with bar:
-            result = race(
-                [p.index for p in scenario_set.feasible],  # infeasible points never race
-                evaluate,
-                deadline_days,
-                quantile,
-                objective,
-                direction,
-                first,
-                replicas_max,
-                precision,
-                on_round=bar.end_round,
-            )
+        # a stop between the rounds' simulations (judging, reading parts, writing plan.json)
+        # is a stop too: interrupted, resumable, not "failed"
+        with _stops_between_rounds():
+            with bar:
+                result = race(
+                    [p.index for p in scenario_set.feasible],  # infeasible points never race
+                    evaluate,
+                    deadline_days,
+                    quantile,
+                    objective,
+                    direction,
+                    first,
+                    replicas_max,
+                    precision,
+                    on_round=bar.end_round,
+                )
+            doc = {**outcome(scenario_set, result, deadline_days, quantile, objective, direction)}
+            doc.update(seed=seed, precision=precision, replicas_first=first)
+            doc["replicas_max"] = replicas_max
+            if run is None:
+                table = pd.concat(frames, ignore_index=True)
+                table = table.sort_values(["point", "replica"], ignore_index=True)
+                return Plan(doc, scenario_set, None, problems, table)
+            doc["run_dir"] = str(run.path)
+            (run.path / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
+            figures = run.path / "figures"
+            figures.mkdir(exist_ok=True)
+            plan_plots.pareto_figure(doc).savefig(figures / "pareto.png", dpi=110)
+            finalise(run, scenario_set, figures=False)
     except Interrupted as stop:
         if run is None:
             raise
-        run.set_status("interrupted", signal=stop.signal_name)
-        raise RunInterrupted(run.path, stop) from None
+        if run.manifest.get("status") != "complete":  # complete: the stop came too late
+            run.try_status("interrupted", signal=stop.signal_name)
+            raise RunInterrupted(run.path, stop) from None
     except BaseException:
-        if run is not None:
-            run.set_status("failed")
+        if run is not None and run.manifest.get("status") != "complete":
+            run.try_status("failed")
         raise
-    doc = {**outcome(scenario_set, result, deadline_days, quantile, objective, direction)}
-    doc["seed"] = seed
-    doc["precision"] = precision
-    doc["replicas_first"] = first
-    doc["replicas_max"] = replicas_max
-    if run is None:
-        table = pd.concat(frames, ignore_index=True)
-        table = table.sort_values(["point", "replica"], ignore_index=True)
-        return Plan(doc, scenario_set, None, problems, table)
-    doc["run_dir"] = str(run.path)
-    try:
-        (run.path / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
-        figures = run.path / "figures"
-        figures.mkdir(exist_ok=True)
-        plan_plots.pareto_figure(doc).savefig(figures / "pareto.png", dpi=110)
-    except BaseException:
-        run.set_status("failed")
-        raise
-    finalise(run, scenario_set, figures=False)
     return Plan(doc, scenario_set, run.path, problems)
+
+
+@contextlib.contextmanager
+def _stops_between_rounds() -> Iterator[None]:
+    """SIGINT or SIGTERM raise `Interrupted` at once in the main thread (while a round
+    simulates, the Monte Carlo's own handlers stop it instead); after a stop, further
+    signals are ignored for a while, as after a stop of the simulation."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    caught: list[str] = []
+
+    def handle(signum, frame) -> None:
+        if caught:
+            return
+        caught.append(signal.Signals(signum).name)
+        raise Interrupted(caught[0], 0, 0)
+
+    for signum in previous:
+        signal.signal(signum, handle)
+    try:
+        yield
+    except Interrupted:
+        ignore_for_a_while(previous)  # the stop is being saved: a second signal waits
+        raise
+    except BaseException:
+        _restore(previous)
+        raise
+    _restore(previous)
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+
+
+def _readable_table(run_dir: Path) -> bool:
+    try:
+        return pq.ParquetFile(run_dir / "replicas.parquet").metadata.num_rows >= 0
+    except Exception:  # noqa: BLE001 - missing, truncated, not parquet: not a table
+        return False
+
+
+def _rows_of_parts(
+    run: RunDir, points: list[int], start: int, stop: int, columns: list[str]
+) -> list[pd.DataFrame]:
+    """The race's columns of replicas [start, stop) of `points`, read from the run's parts."""
+    wanted = set(points)
+    frames = []
+    for point, first, count, path in run.parts():
+        if point in wanted and first < stop and first + count > start:
+            rows = pd.read_parquet(path, columns=columns)
+            frames.append(rows[(rows["replica"] >= start) & (rows["replica"] < stop)])
+    return frames
 
 
 class _RoundBar:
@@ -727,6 +926,7 @@ __all__ = [
     "parse_vary",
     "plan",
     "race",
+    "resume_plan",
     "samples_of",
     "wilson_interval",
 ]

@@ -75,6 +75,11 @@ def test_the_chosen_point_is_the_cheapest_feasible_of_the_full_grid(planned, ful
     text = flat(planned["stdout"])
     assert "chosen: cluster.nodes=32 cluster.spare_nodes=1" in text
     assert "replicas: the search ran" in text and "results:" in text
+    # each candidate's status in words, as in the report (plan.json keeps its vocabulary)
+    statuses = {c["status"] for c in planned["doc"]["candidates"] if c["replicas"]}
+    assert statuses & {"dominated", "infeasible"}
+    assert "misses the deadline" in text or "costs more than" in text
+    assert " dominated " not in f" {text} " and " infeasible " not in f" {text} "
 
 
 def test_every_evaluated_replica_is_the_full_grids_replica(planned, full_grid):
@@ -211,13 +216,22 @@ def test_other_bad_options_exit_2(capsys, tmp_path):
     assert code == 2 and "--vary" in err
 
 
-def test_a_plan_run_directory_does_not_resume(capsys, planned, tmp_path):
+def test_a_plan_run_directory_resumes_as_a_plan(capsys, planned, tmp_path):
+    """`run --resume` of a plan's directory races its points again (not its whole grid as a
+    sweep) and writes the same plan.json; a complete plan is refused (nothing to resume)."""
+    code, _, err = trainsim(capsys, "run", "--resume", str(planned["run_dir"]), *FAST)
+    assert code == 2 and "complete" in err
     copy = tmp_path / "copy"
     shutil.copytree(planned["run_dir"], copy)
     manifest = json.loads((copy / "run.json").read_text())
     (copy / "run.json").write_text(json.dumps({**manifest, "status": "interrupted"}))
-    code, _, err = trainsim(capsys, "run", "--resume", str(copy), *FAST)
-    assert code == 2 and "does not resume" in err
+    code, out, err = trainsim(capsys, "run", "--resume", str(copy), *FAST)
+    assert code == 0, err
+    assert "chosen" in out
+    doc = json.loads((copy / "plan.json").read_text())
+    assert doc.pop("run_dir") == str(copy)
+    assert doc == {k: v for k, v in planned["doc"].items() if k != "run_dir"}
+    pd.testing.assert_frame_equal(pd.read_parquet(copy / "replicas.parquet"), planned["table"])
 
 
 def test_the_library_call_keeps_the_rows_in_memory_without_out(tmp_path, monkeypatch):

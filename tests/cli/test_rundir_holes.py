@@ -592,8 +592,9 @@ def test_part_schema_is_that_of_real_parts():
 
 
 def test_plan_interrupted_exits_130_and_says_what_was_kept(tmp_path):
-    """A plan stops like a run (exit 130 within seconds, status interrupted); it does not
-    resume (its race is run again), and says so."""
+    """A plan stops like a run (exit 130 within seconds, status interrupted) and resumes
+    like one (`run --resume`; tests/cli/test_plan_resume.py compares it with an
+    uninterrupted plan)."""
     with slow_replica(2):
         timer = interrupt_after(1.5)
         started = time.monotonic()
@@ -609,9 +610,10 @@ def test_plan_interrupted_exits_130_and_says_what_was_kept(tmp_path):
     (run_dir,) = run_dirs(tmp_path / "p")
     assert manifest(run_dir)["status"] == "interrupted"
     assert not (run_dir / "run.lock").exists()
-    again = resume(run_dir)  # refused, naming why, and nothing changed
-    assert again.returncode == 2 and "plan" in again.stderr
-    assert manifest(run_dir)["status"] == "interrupted"
+    assert f"run --resume {run_dir}" in r.stderr
+    again = resume(run_dir)  # the race goes on from the parts
+    assert again.returncode == 0, again.stderr
+    assert manifest(run_dir)["status"] == "complete" and (run_dir / "plan.json").exists()
 
 
 def test_compare_figure_over_a_run_s_figure_is_refused(tmp_path):
