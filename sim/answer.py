@@ -12,16 +12,12 @@ For a sweep, which point is best on time (mean wall time; an unfinished replica 
 at the horizon) and on cost (mean cost), with the paired difference to the runner-up.
 
 Also the readable units shared by `compare` and the report (hours under a day, minutes
-under an hour) and how to call trainsim again from this shell.
+under an hour).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import shlex
-import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -404,7 +400,6 @@ def best_lines(bests: list[Best], params: dict[int, dict[str, Any]], keys: list[
         if best.runner_up is not None and d is not None and math.isfinite(d.estimate):
             other = params_text(params.get(best.runner_up, {}), keys)
             if best.criterion == "time":
-                amount = duration(d.estimate)
                 ci_unit = (
                     duration_unit(max(abs(d.low), abs(d.high))) if math.isfinite(d.low) else None
                 )
@@ -413,9 +408,9 @@ def best_lines(bests: list[Best], params: dict[int, dict[str, Any]], keys: list[
                     if ci_unit
                     else "—"
                 )
-                more = f"takes {amount} longer"
+                more = f"takes {duration(d.estimate)} longer"
             else:
-                amount, more = money(d.estimate), f"costs {money(d.estimate)} more"
+                more = f"costs {money(d.estimate)} more"
                 ci = f"{money(d.low)} … {money(d.high)}" if math.isfinite(d.low) else "—"
             clear = math.isfinite(d.low) and d.low > 0
             verdict = "" if clear else ": within the noise, more replicas would tell"
@@ -428,34 +423,6 @@ def best_lines(bests: list[Best], params: dict[int, dict[str, Any]], keys: list[
             )
         lines.append(text)
     return lines
-
-
-# --------------------------------------------------------------------------- invocation
-
-
-def invocation() -> str:
-    """How to call trainsim again from this shell, as a command that runs as printed:
-    `trainsim` when that name on PATH is the program running, else its full path."""
-    on_path = shutil.which("trainsim")
-    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if argv0 is not None and argv0.stem == "trainsim":
-        if on_path and _same_file(Path(on_path), argv0):
-            return "trainsim"
-        return shlex.quote(str(argv0.absolute()))
-    # `python -m sim`, or the library called in-process (a notebook, a test)
-    if on_path:
-        return "trainsim"
-    sibling = Path(sys.executable).parent / "trainsim"
-    if sibling.is_file() and os.access(sibling, os.X_OK):
-        return shlex.quote(str(sibling))
-    return f"{shlex.quote(sys.executable)} -m sim"
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 # --------------------------------------------------------------------------- a whole run

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import json
 import stat
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim import analysis, feasibility, incident_log, plots
+from sim.dask_executor import SchedulerLost
 from sim.engine import build_plan, simulate_replica
 from sim.montecarlo import (
     Interrupted,
@@ -73,6 +73,11 @@ class RunInterrupted(Exception):
     def __init__(self, run_dir: Path | None, cause: Interrupted):
         self.run_dir, self.cause = run_dir, cause
         super().__init__(str(cause))
+
+
+class MergeInterrupted(RunInterrupted):
+    """A merge stopped on SIGINT/SIGTERM; its directory says interrupted. A merged directory
+    is not resumed: the merge is run again (into a new directory)."""
 
 
 def run_scenario(
@@ -154,18 +159,10 @@ def resume_run(
     process writes the directory, and when its scenario, seed or replicas were edited."""
     run = RunDir.open(run_dir, "--resume", lock=True)
     try:
-        status = run.manifest["status"]
-        table = run.path / "replicas.parquet"
-        if status == "complete":
-            if _readable_table(table):
-                raise ScenarioError(
-                    "--resume", str(run_dir), "this run is complete: nothing to resume"
-                )
-            print(
-                f"note: {run_dir} is complete but its replicas.parquet is missing or "
-                "unreadable: running its replicas again (the table comes out the same)",
-                file=sys.stderr,
-            )
+        run.refuse_complete(
+            run.has_table(), "run", "its replicas.parquet is missing or unreadable: running "
+            "its replicas again (the table comes out the same)",
+        )  # fmt: skip
         if "plan" in run.manifest:  # resuming here would run its whole grid, not the race
             raise ScenarioError(
                 "--resume", str(run_dir), "this is a `trainsim plan` run: resume it with "
@@ -178,29 +175,11 @@ def resume_run(
             )  # fmt: skip
         run.check_fingerprint()
         scenario_set = load_scenario(run.path / "scenario.yaml")
-        if len(scenario_set.points) != run.manifest.get("points", len(scenario_set.points)):
-            raise ScenarioError(
-                str(run.path / "scenario.yaml"), "sweep", f"has {len(scenario_set.points)} "
-                f"points, run.json says {run.manifest['points']}: the run's files were edited",
-            )  # fmt: skip
-        if workers is not None:
-            run.manifest["workers"] = workers
-        if executor is not None:
-            run.manifest["executor"] = executor
-        run.manifest.setdefault("resumed", []).append(run.manifest.get("ended"))
-        run.parts_dir.mkdir(exist_ok=True)  # gone with a complete run's table
-        run.set_status("running")
+        run.begin_resume(scenario_set, workers, executor)
     except BaseException:
         run.release()
         raise
     return _complete(run, scenario_set, progress, figures, False, [], scheduler)
-
-
-def _readable_table(path: Path) -> bool:
-    try:
-        return pq.ParquetFile(path).metadata.num_rows >= 0
-    except Exception:  # noqa: BLE001 - missing, truncated, not parquet: not a table
-        return False
 
 
 def part_check(run: RunDir, scenario_set: ScenarioSet) -> PartCheck:
@@ -287,6 +266,9 @@ def _complete(
     except Interrupted as stop:
         run.try_status("interrupted", signal=stop.signal_name)
         raise RunInterrupted(run.path, stop) from None
+    except SchedulerLost as lost:  # the finished chunks are kept: say how to complete it
+        run.try_status("failed")
+        raise lost.of_run(run.path) from None
     except OSError as exc:
         if not is_disk_error(exc):
             run.try_status("failed")
@@ -539,20 +521,27 @@ def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True
                "overrides": first.get("overrides") or []},
     )  # fmt: skip
     try:
-        for r in runs:
-            table = pq.ParquetFile(r.path / "replicas.parquet")
-            for batch in table.iter_batches(batch_size=MERGE_BATCH):
-                rows = batch.to_pandas()
-                for point, group in rows.groupby("point", sort=True):
-                    merged.write_part(int(point), int(group["replica"].iloc[0]), group)
-    except BaseException:
-        merged.try_status("failed")
-        raise
-    infeasible = {p.index for p in scenario_set.points if p.infeasible is not None}
-    missing = sorted(set(range(len(scenario_set.points))) - set(seen) - infeasible)
-    if missing:
-        merged.manifest["missing_points"] = missing
-    return finalise(merged, scenario_set, figures)
+        try:
+            with stop_on_signals():
+                for r in runs:
+                    table = pq.ParquetFile(r.path / "replicas.parquet")
+                    for batch in table.iter_batches(batch_size=MERGE_BATCH):
+                        rows = batch.to_pandas()
+                        for point, group in rows.groupby("point", sort=True):
+                            merged.write_part(int(point), int(group["replica"].iloc[0]), group)
+        except Interrupted:
+            raise
+        except BaseException:
+            merged.try_status("failed")
+            raise
+        infeasible = {p.index for p in scenario_set.points if p.infeasible is not None}
+        missing = sorted(set(range(len(scenario_set.points))) - set(seen) - infeasible)
+        if missing:
+            merged.manifest["missing_points"] = missing
+        return finalise(merged, scenario_set, figures)
+    except Interrupted as stop:  # copying the slices, or writing the table, summaries, figures
+        merged.try_status("interrupted")
+        raise MergeInterrupted(merged.path, stop) from None
 
 
 MAX_SCENARIO_BYTES = 1_000_000

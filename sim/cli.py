@@ -16,6 +16,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 from rich import box
@@ -25,18 +26,25 @@ from rich.table import Table
 
 from sim import analysis, answer, arguments, compare, feasibility, perf, planner
 from sim import report as run_report
-from sim.api import RunInterrupted, RunOutcome, merge_runs, resume_run, run_scenario
+from sim.api import (
+    MergeInterrupted,
+    RunInterrupted,
+    RunOutcome,
+    merge_runs,
+    resume_run,
+    run_scenario,
+)
 from sim.columns import SUMMARY_METRICS
 from sim.data_commands import fit as fit_command
 from sim.data_commands import forecast as forecast_command
-from sim.results import protect_run_files, read_manifest
+from sim.results import protect_run_files, read_manifest, resume_command, trainsim_command
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
 # the output root of run, optimize, plan and merge when --out is not given (else results/)
 RESULTS_ENV = arguments.RESULTS_ENV
 
 
-def _exit_stopped() -> None:
+def _exit_stopped() -> NoReturn:
     """Exit 130 after a stop. SIGINT and SIGTERM are ignored from here on: Python puts its
     own handlers back to the default while it shuts down, and another Ctrl-C in that last
     moment would kill the process (exit -2) after the stop was handled."""
@@ -44,6 +52,42 @@ def _exit_stopped() -> None:
         with contextlib.suppress(ValueError):  # not the main thread
             signal.signal(signum, signal.SIG_IGN)
     sys.exit(130)
+
+
+def _say_interrupted(stop: RunInterrupted, tail: str = "", counted: bool = True) -> NoReturn:
+    """Say what a stopped run kept (`counted`: how many of its replicas) and the command that
+    resumes it (as printed, it runs: trainsim's full path when it is not on PATH, the
+    directory quoted), then exit 130."""
+    cause = stop.cause
+    kept = (
+        f"{cause.done:,} of {cause.total:,} replicas done and kept in"
+        if counted and cause.total
+        else "the replicas run so far are kept in"
+    )
+    print(
+        f"interrupted ({cause.signal_name}): {kept} {stop.run_dir}\n"
+        f"resume with: {resume_command(stop.run_dir)}{tail}",
+        file=sys.stderr,
+    )
+    _exit_stopped()
+
+
+def _refuse_with_resume(**given: Any) -> None:
+    """`run --resume` takes what a run does from its directory: an option that would change
+    it is refused (exit 2), never silently ignored. (--no-figures is honoured by a run's
+    resume; a plan writes only figures/pareto.png, its answer, either way.)"""
+    names = {"points_slice": "--points", "target_ci": "--target-ci", "timeline": "--timeline",
+             "incidents": "--incidents"}  # fmt: skip
+    refused = [names[k] for k, v in given.items() if v not in (None, False)]
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("out") == click.core.ParameterSource.COMMANDLINE:
+        refused.append("--out")  # the run's own directory is written
+    if refused:
+        raise click.UsageError(
+            "--resume finishes RUN_DIR as it was started (its points, target CI, timeline, "
+            f"incident log and directory come from its run.json): drop {', '.join(refused)}"
+        )
+
 
 scenario_argument = click.argument("scenario", type=click.Path(path_type=Path))
 set_option = click.option(
@@ -175,6 +219,10 @@ def run(
             "--resume takes the scenario, seed and replicas from RUN_DIR: "
             "drop --replicas, --seed, --set and --param"
         )
+    if resume is not None:
+        _refuse_with_resume(
+            points_slice=points_slice, target_ci=target_ci, timeline=timeline, incidents=incidents
+        )
     if resume is not None and planner.is_plan_run(resume):  # a plan's run: its race resumes
         _plan_answer(lambda: planner.resume_plan(resume, workers, executor, progress, scheduler),
                      as_json)  # fmt: skip
@@ -204,15 +252,7 @@ def run(
                 incidents=incidents,
             )
     except RunInterrupted as stop:
-        print(
-            f"interrupted ({stop.cause.signal_name}): {stop.cause.done:,} of "
-            f"{stop.cause.total:,} replicas done and kept in {stop.run_dir}\n"
-            # a command that runs as printed: trainsim's full path when it is not on PATH
-            f"resume with: {answer.invocation()} run --resume "
-            f"{shlex.quote(str(stop.run_dir))}",
-            file=sys.stderr,
-        )
-        _exit_stopped()
+        _say_interrupted(stop)
     if question is not None:  # the run of `trainsim optimize`: its answer
         _optimize_answer(outcome, question, as_json)
         return
@@ -405,14 +445,7 @@ def optimize(
             note={"optimize": question},  # a resume of the run answers it
         )
     except RunInterrupted as stop:
-        print(
-            f"interrupted ({stop.cause.signal_name}): {stop.cause.done:,} of "
-            f"{stop.cause.total:,} replicas done and kept in {stop.run_dir}\n"
-            f"resume with: {answer.invocation()} run --resume {shlex.quote(str(stop.run_dir))}"
-            " (it runs only the missing replicas and prints this answer)",
-            file=sys.stderr,
-        )
-        _exit_stopped()
+        _say_interrupted(stop, " (it runs only the missing replicas and prints this answer)")
     _optimize_answer(outcome, question, as_json)
 
 
@@ -638,15 +671,9 @@ def _plan_answer(race, as_json: bool) -> None:
     try:
         result = race()
     except RunInterrupted as stop:
-        print(
-            f"interrupted ({stop.cause.signal_name}): the replicas run so far are kept in "
-            f"{stop.run_dir}\n"
-            # a command that runs as printed: trainsim's full path when it is not on PATH
-            f"resume with: {answer.invocation()} run --resume {shlex.quote(str(stop.run_dir))}"
-            " (it reuses them and gives the plan of an uninterrupted run)",
-            file=sys.stderr,
+        _say_interrupted(
+            stop, " (it reuses them and gives the plan of an uninterrupted run)", counted=False
         )
-        _exit_stopped()
     _warn(result.problems)
     if as_json:
         print(json.dumps(result.doc))
@@ -810,7 +837,18 @@ def _print_plan(doc: dict) -> None:
 @json_option
 def merge(run_dirs, out, figures, as_json) -> None:
     """Join runs of slices of one sweep (--points I:J) into one run: OUT/<name>/<run-id>/."""
-    outcome = merge_runs(list(run_dirs), out, figures)
+    try:
+        outcome = merge_runs(list(run_dirs), out, figures)
+    except MergeInterrupted as stop:  # a merged directory is not resumed: merged again
+        print(
+            f"interrupted ({stop.cause.signal_name}): the merge into {stop.run_dir} did not "
+            "finish (its run.json says interrupted; delete the directory); run the merge "
+            f"again: {trainsim_command()} merge "
+            + " ".join(shlex.quote(str(d)) for d in [*run_dirs, "--out", out])
+            + ("" if figures else " --no-figures"),
+            file=sys.stderr,
+        )
+        _exit_stopped()
     if as_json:
         print(json.dumps(outcome.summary_doc, default=_json_default))
         return
@@ -996,7 +1034,10 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as
     if figure is not None:
         arguments.check_figure_path(figure)
         for run_dir in (run_a, run_b):  # never over a run's own table, manifest or parts
-            protect_run_files(run_dir, figure, "--figure")
+            protect_run_files(
+                run_dir, figure, "--figure",
+                f"or leave --figure out for {run_b / compare.default_figure_name(run_a)}",
+            )  # fmt: skip
     result = compare.compare_runs(run_a, run_b, point_a, point_b)
     written = None if no_figure else compare.write_figure(result, figure)
     if as_json:
@@ -1023,7 +1064,9 @@ def report_command(run_dir, out) -> None:
     """One self-contained HTML page of a run: the scenario in words, the calculator, the
     summaries, every figure, cost, downtime and failures, plan results, provenance."""
     if out is not None:  # never over the run's own table, manifest, parts or figures
-        protect_run_files(run_dir, out)
+        protect_run_files(
+            run_dir, out, "--out", f"or leave --out out for {run_dir / 'report.html'}"
+        )
     print(f"report: {run_report.write_report(run_dir, out)}")
 
 
@@ -1290,15 +1333,6 @@ def main(argv: list[str] | None = None) -> None:
     `argv` (default: the command line) lets tests run a command in-process."""
     try:
         code = app.main(args=argv, standalone_mode=False, prog_name="trainsim")
-    except RunInterrupted as stop:  # merge (run, plan and optimize say their own)
-        print(
-            f"interrupted ({stop.cause.signal_name}): the replicas done are kept in "
-            f"{stop.run_dir} (`{answer.invocation()} run --resume "
-            f"{shlex.quote(str(stop.run_dir))}` completes its table); run the command "
-            "again for its answer",
-            file=sys.stderr,
-        )
-        _exit_stopped()
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

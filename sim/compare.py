@@ -19,7 +19,7 @@ from rich.table import Table
 
 from sim import analysis, answer, palette
 from sim.plots import run_label
-from sim.results import read_manifest
+from sim.results import read_manifest, resume_command
 from sim.scenario import ScenarioError, read_yaml
 
 # Columns a replica table must have to be compared; those that identify a row, not measure it.
@@ -165,7 +165,7 @@ def open_run(path: str | Path, label: str) -> Run:
         if status in ("running", "interrupted", "failed"):
             hint = (
                 f"the run is {status} and has no replicas.parquet yet; complete it with "
-                f"`{answer.invocation()} run --resume {path}`"
+                f"`{resume_command(path)}`"
             )
         else:
             hint = "it has no replicas.parquet (the replica table of a complete run)"
@@ -830,7 +830,7 @@ def write_figure(comparison: Comparison, path: str | Path | None = None) -> Path
         raise ScenarioError(
             "--figure",
             str(path),
-            f"cannot write the figure there ({exc.strerror or exc}); choose a writable path "
+            f"cannot write the figure there ({getattr(exc, 'strerror', None) or exc}); choose a writable path "
             "with --figure PATH, or --no-figure",
         ) from None
     return path

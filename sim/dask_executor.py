@@ -32,11 +32,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from sim import __version__
+from sim.results import resume_command, trainsim_command
 from sim.scenario import ScenarioError
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler
@@ -52,6 +54,29 @@ Chunk = Any  # sim.montecarlo.Chunk: a point, its plan and a range of replicas
 # (chunk, stop flag) -> the chunk's table; (chunk, why) -> error rows for all its replicas
 RunTable = Callable[[Chunk, Any], pd.DataFrame]
 FailedTable = Callable[[Chunk, str], pd.DataFrame]
+
+
+class SchedulerLost(ScenarioError):
+    """The Dask scheduler or the run's tasks went away: the run fails, the chunks that
+    finished are kept. The caller that knows the run directory says the command that
+    completes it (`of_run`)."""
+
+    def __init__(self, scheduler: str, reason: str, run_dir: Path | None = None):
+        self.scheduler, self.reason = scheduler, reason
+        then = (
+            f"complete the run with `{resume_command(run_dir)}`"
+            if run_dir is not None
+            else f"complete the run with `{trainsim_command()} run --resume` and its directory"
+        )
+        super().__init__(
+            "--scheduler",
+            scheduler,
+            f"lost the Dask scheduler or its tasks ({reason}); the chunks that finished are "
+            f"kept in the run directory: {then}",
+        )
+
+    def of_run(self, run_dir: Path) -> SchedulerLost:
+        return SchedulerLost(self.scheduler, self.reason, run_dir)
 
 
 class WorkerMismatch(RuntimeError):
@@ -225,12 +250,7 @@ class _Run:
         """The scheduler went away or cancelled the run's tasks: fail the run, keep its parts."""
         if not self.scheduler:
             raise RuntimeError(f"the local Dask cluster went away ({reason})")
-        raise ScenarioError(
-            "--scheduler",
-            self.scheduler,
-            f"lost the Dask scheduler or its tasks ({reason}); the chunks that finished are "
-            "kept in the run directory: complete the run with trainsim run --resume RUN_DIR",
-        )
+        raise SchedulerLost(self.scheduler, reason)
 
     def _stop(self) -> None:
         """Stop the chunks in flight at their next replica and keep what they did; cancel

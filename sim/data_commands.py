@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 
 import click
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from sim.arguments import (
@@ -26,11 +26,11 @@ from sim.arguments import (
     SEED,
     STEPS,
     WORKERS,
+    console,
+    finite,
+    json_default,
 )
-
-
-def _console() -> Console:
-    return Console() if sys.stdout.isatty() else Console(width=120)
+from sim.scenario import ScenarioError
 
 
 def _number(value: float) -> str:
@@ -45,25 +45,6 @@ def _number(value: float) -> str:
     return f"{value:.3f}"
 
 
-def _json_default(value):
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return str(value)
-
-
-def _finite(doc):
-    """NaN and infinity as null (JSON has neither)."""
-    if isinstance(doc, dict):
-        return {k: _finite(v) for k, v in doc.items()}
-    if isinstance(doc, list | tuple):
-        return [_finite(v) for v in doc]
-    if isinstance(doc, float) and not math.isfinite(doc):
-        return None
-    return doc
-
-
 @click.command(name="fit")
 @click.argument("incidents", type=click.Path(path_type=Path))
 @click.option(
@@ -71,9 +52,7 @@ def _finite(doc):
     type=COUNT,
     help="Nodes the log covers, each for the whole window [a trainsim run's cluster.nodes].",
 )
-@click.option(
-    "--gpus-per-node", type=COUNT, help="GPUs per node [8, or the run's]."
-)
+@click.option("--gpus-per-node", type=COUNT, help="GPUs per node [8, or the run's].")
 @click.option(
     "--start",
     metavar="T0",
@@ -100,28 +79,36 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
     repair_hours, scope]): rates with exact 95% intervals, exponential vs Weibull, lemons,
     repair times; writes a failures: fragment a scenario takes (docs/fitting.md)."""
     from sim import fit as fitting
+    from sim.results import trainsim_command
 
     if out is None:
         out = Path(os.environ.get(RESULTS_ENV) or "results") / "fit"
     log = fitting.read_log(incidents, nodes, gpus_per_node, start, end, replica, point)
     result = fitting.fit_log(log, seed)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "fitted.yaml").write_text(fitting.fragment_yaml(result))
-    (out / "failures.yaml").write_text(
-        yaml.safe_dump(result.fragment()["failures"], sort_keys=False)
-    )
-    doc = _finite(result.doc())
-    (out / "fit.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
-    if figures and result.classes:
-        from sim.fit_plots import write_fit_figures
+    doc = finite(result.doc())
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "fitted.yaml").write_text(fitting.fragment_yaml(result))
+        (out / "failures.yaml").write_text(
+            yaml.safe_dump(result.fragment()["failures"], sort_keys=False)
+        )
+        (out / "fit.json").write_text(json.dumps(doc, indent=2, default=json_default) + "\n")
+        if figures and result.classes:
+            from sim.fit_plots import write_fit_figures
 
-        write_fit_figures(result, out / "figures")
+            write_fit_figures(result, out / "figures")
+    except OSError as exc:
+        where = exc.filename if exc.filename else out
+        raise ScenarioError(
+            str(out), "--out", f"cannot write the fit there ({exc.strerror or exc} at {where}); "
+            "give --out a directory that can be created and written",
+        ) from None  # fmt: skip
     if as_json:
-        print(json.dumps(doc, default=_json_default))
+        print(json.dumps(doc, default=json_default))
         return
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    console = _console()
+    screen = console()
     table = Table(
         title=f"{incidents}: {log.nodes} nodes x {log.gpus_per_node} GPUs, "
         f"{log.window_hours:,.1f} h ({log.gpu_days:,.0f} GPU-days)",
@@ -138,17 +125,23 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
         table.add_column(column, justify=justify)
     for what, name, value, low, high, events in fitting.table_rows(result):
         table.add_row(what, name, _number(value), _number(low), _number(high), str(events))
-    console.print(table)
+    screen.print(table)
     if result.lemons is not None and not result.lemons.overdispersed:
-        console.print(
+        screen.print(
             f"lemons: per-node counts are not overdispersed (p = {result.lemons.p_value:.3g}"
             " >= 0.05): no lemons written"
         )
-    console.print(f"fragment: {out / 'fitted.yaml'}")
-    console.print(f'use it: trainsim run SCENARIO --set "failures=$(cat {out / "failures.yaml"})"')
+    screen.print(f"fragment: {out / 'fitted.yaml'}", markup=False, highlight=False)
+    failures = shlex.quote(str(out / "failures.yaml"))
+    screen.print(
+        f'use it: {trainsim_command()} run SCENARIO --set "failures=$(cat {failures})"',
+        markup=False,
+        highlight=False,
+        soft_wrap=True,  # one line, to copy as it is
+    )
     lemons = result.fragment().get("cluster")
     if lemons:
-        console.print(
+        screen.print(
             "         " + " ".join(f"--set cluster.{key}={value}" for key, value in lemons.items())
         )
 
@@ -175,9 +168,7 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
     "start, or ISO 8601 with --start): each class's rate updated from it.",
 )
 @click.option("--start", metavar="T0", help="The run's start (ISO 8601), for a log in dates.")
-@click.option(
-    "--deadline-days", type=DAYS_OR_ZERO, help="P(the whole run done by then)."
-)
+@click.option("--deadline-days", type=DAYS_OR_ZERO, help="P(the whole run done by then).")
 @click.option(
     "--prior-gpu-days",
     type=GPU_DAYS,
@@ -227,13 +218,15 @@ def forecast(
         start,
         workers,
     )
-    doc = _finite(result.doc())
+    doc = finite(result.doc())
     if as_json:
-        print(json.dumps(doc, default=_json_default))
+        print(json.dumps(doc, default=json_default))
         return
-    console = _console()
+    for problem in result.problems:  # as `trainsim run` warns, before its tables
+        print(f"warning: {problem.where()}{problem.message}", file=sys.stderr)
+    screen = console()
     remaining = result.total_steps - result.done_steps
-    console.print(
+    screen.print(
         f"{result.scenario}: {result.done_steps:,} of {result.total_steps:,} steps done after "
         f"{result.elapsed_days:g} days; {remaining:,} to go; {result.replicas} replicas, "
         f"seed {result.seed}"
@@ -266,7 +259,7 @@ def forecast(
                 _number(low),
                 _number(high),
             )
-        console.print(rates)
+        screen.print(rates)
     table = Table(title="forecast", title_justify="left")
     table.add_column("quantity")
     if result.has_log:
@@ -290,4 +283,4 @@ def forecast(
         )
     if any(s["unfinished"] for s in summaries):
         table.add_row("unfinished by the horizon", *(f"{s['unfinished']:.1%}" for s in summaries))
-    console.print(table)
+    screen.print(table)

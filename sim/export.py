@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from sim.results import protect_run_files, resume_command
 from sim.scenario import ScenarioError
 
 DEFAULT_NAME = "replicas.csv"
@@ -38,17 +39,11 @@ def export_csv(run_dir: str | Path, out: str | Path | None = None, force: bool =
             str(run),
             "",
             "the run has no replicas.parquet: it is not complete (finish it with "
-            f"`trainsim run --resume {run}`) or not a run of replicas",
+            f"`{resume_command(run)}`) or not a run of replicas",
         )
     path = Path(out) if out is not None else run / DEFAULT_NAME
-    inside = _inside(path, run)
-    if inside and (path.resolve().parent != run.resolve() or path.name != DEFAULT_NAME):
-        raise ScenarioError(
-            "--out",
-            str(path),
-            f"a path inside the run directory that is not {DEFAULT_NAME}: the run's own "
-            "files are never overwritten; choose a path outside it",
-        )
+    # never over the run's own files (RUN/replicas.csv, the default, is not one of them)
+    protect_run_files(run, path, "--out", f"or leave --out out for {run / DEFAULT_NAME}")
     if path.exists() and (not force or not path.is_file()):
         raise ScenarioError(
             "--out",
@@ -71,11 +66,3 @@ def export_csv(run_dir: str | Path, out: str | Path | None = None, force: bool =
         message = getattr(exc, "strerror", None) or str(exc)
         raise ScenarioError("--out", str(path), f"cannot write the CSV there ({message})") from None
     return path
-
-
-def _inside(path: Path, directory: Path) -> bool:
-    try:
-        path.resolve().relative_to(directory.resolve())
-    except ValueError:
-        return False
-    return True

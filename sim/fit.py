@@ -74,11 +74,24 @@ def read_log(
     """Read and check an incident log (CSV or parquet). `start`/`end` bound the window: hours
     since its start for a log in hours, ISO 8601 for one in dates (then `start` is needed).
     A trainsim log (`incidents.parquet` of a run) is read for one `replica` and `point`, its
-    window and nodes taken from the run directory beside it unless given."""
+    window and nodes taken from the run directory beside it unless given: only a log with
+    trainsim's replica/point columns, with the run's run.json beside it, is read as a run's
+    (a user's own log never takes a scenario.yaml that happens to lie next to it)."""
+    frame = _read_table(Path(path))
     return log_from_table(
-        _read_table(Path(path)), str(path), nodes, gpus_per_node, start, end, replica, point,
-        Path(path).parent,
+        frame, str(path), nodes, gpus_per_node, start, end, replica, point,
+        _run_dir_of(Path(path), frame),
     )  # fmt: skip
+
+
+RUN_MANIFEST = "run.json"  # a run directory's manifest (sim/results.py)
+
+
+def _run_dir_of(path: Path, frame: pd.DataFrame) -> Path | None:
+    """The run directory a trainsim log lies in, else None."""
+    if not {"replica", "point"} & set(frame.columns):
+        return None
+    return path.parent if (path.parent / RUN_MANIFEST).is_file() else None
 
 
 def log_from_table(
@@ -197,7 +210,14 @@ def _select_run(
         return frame, defaults
     table = run_dir / "replicas.parquet"
     if "replica" in defaults and table.is_file():
-        rows = pd.read_parquet(table, columns=["point", "replica", "wall_hours"])
+        try:
+            rows = pd.read_parquet(table, columns=["point", "replica", "wall_hours"])
+        except Exception as exc:  # noqa: BLE001 - truncated, not parquet, other columns
+            raise ScenarioError(
+                str(table), "", f"cannot read the run's replica table ({type(exc).__name__}: "
+                f"{str(exc)[:200]}), which gives the window of {source}; give --end (the "
+                "replica's wall hours) and --nodes, or fit a copy of the log kept elsewhere",
+            ) from None  # fmt: skip
         rows = rows[
             (rows["replica"] == defaults["replica"]) & (rows["point"] == defaults.get("point", 0))
         ]
@@ -205,15 +225,35 @@ def _select_run(
             defaults["end"] = float(rows["wall_hours"].iloc[0])
     scenario = run_dir / "scenario.yaml"
     if scenario.is_file():
-        import yaml
-
-        try:
-            cluster = (yaml.safe_load(scenario.read_text()) or {}).get("cluster") or {}
-            defaults["nodes"] = int(cluster["nodes"])
-            defaults["gpus"] = int(cluster.get("gpus_per_node", 8))
-        except (KeyError, TypeError, ValueError, yaml.YAMLError):
-            pass
+        defaults.update(_run_cluster(scenario, source))
     return frame, defaults
+
+
+def _run_cluster(scenario: Path, source: str) -> dict[str, int]:
+    """A run's nodes and GPUs per node from its scenario.yaml (none if it gives no number)."""
+    import yaml
+
+    def bad(what: str) -> ScenarioError:
+        return ScenarioError(
+            str(scenario), "cluster", f"{what}; the run's scenario gives the nodes of "
+            f"{source}: expected a mapping with cluster.nodes (give --nodes and "
+            "--gpus-per-node instead)",
+        )  # fmt: skip
+
+    try:
+        doc = yaml.safe_load(scenario.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise bad(f"cannot read it ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cluster", {}), dict):
+        raise bad(f"not a scenario (a {type(doc).__name__} at its top)")
+    cluster = doc.get("cluster") or {}
+    found = {}
+    for key, name in (("nodes", "nodes"), ("gpus_per_node", "gpus")):
+        value = cluster.get(key, 8)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return {}  # none given, or not one number: --nodes is asked for
+        found[name] = value
+    return found
 
 
 def _show(given: Any, hours: float) -> str:
@@ -824,11 +864,18 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
 # --------------------------------------------------------------------------- output
 
 
+WRITTEN_RATE = "rate written (sound nodes)"
+
+
 def table_rows(result: FitResult) -> list[tuple[str, str, float, float, float, int | str]]:
     """(what, parameter, value, low, high, events) for every fitted number, in print order."""
     rows: list[tuple[str, str, float, float, float, int | str]] = []
     for c in result.classes:
         rows.append((c.name, "rate per 1k GPU-days", *_triple(c.rate), c.events))
+        if c.written_rate != c.rate.value:  # lemons: failures.yaml has a sound node's rate
+            rows.append(
+                (c.name, WRITTEN_RATE, _round(c.written_rate), math.nan, math.nan, c.events)
+            )
         if c.lifetime is not None:
             life = c.lifetime
             rows.append((c.name, "Weibull shape", *_triple(life.shape), c.events))

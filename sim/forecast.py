@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sim import perf
+from sim import feasibility, perf
 from sim.engine import ReplicaPlan, build_plan, simulate_replica
 from sim.fit import DEFAULT_CLASS, IncidentLog, read_log
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
@@ -53,6 +53,14 @@ class GammaRate:
         q = (1 - level) / 2
         law = stats.gamma(self.shape, scale=1 / self.rate)
         return float(law.ppf(q)), float(law.ppf(1 - q))
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "rate": self.rate,
+            "mean": self.mean,
+            "interval": list(self.interval()),
+        }
 
 
 def prior(rate_per_1k: float, weight_gpu_days: float) -> GammaRate:
@@ -86,18 +94,8 @@ class ClassUpdate:
             "scenario_rate_per_1k_gpu_day": self.scenario_rate,
             "events": self.events,
             "exposure_gpu_days": self.exposure_gpu_days,
-            "prior": {
-                "shape": self.prior.shape,
-                "rate": self.prior.rate,
-                "mean": self.prior.mean,
-                "interval": list(self.prior.interval()),
-            },
-            "posterior": {
-                "shape": self.posterior.shape,
-                "rate": self.posterior.rate,
-                "mean": self.posterior.mean,
-                "interval": list(self.posterior.interval()),
-            },
+            "prior": self.prior.doc(),
+            "posterior": self.posterior.doc(),
         }
 
 
@@ -149,6 +147,8 @@ class ForecastResult:
     forecast: Forecast  # over the posterior (the unconditional one when there is no log)
     unconditional: Forecast  # the scenario's own rates
     has_log: bool
+    # what `trainsim run` of the remaining scenario would warn of (feasibility.check)
+    problems: list[feasibility.Problem] = dataclasses.field(default_factory=list)
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -163,6 +163,7 @@ class ForecastResult:
             "classes": [c.doc() for c in self.classes],
             **self.forecast.summary(),
             "unconditional": self.unconditional.summary(),
+            "problems": [f"{p.where()}{p.message}" for p in self.problems],
         }
 
 
@@ -318,6 +319,7 @@ def forecast(
 ) -> ForecastResult:
     """Forecast a run in flight (see the module's docstring)."""
     rest, total = remaining_scenario(scenario, overrides, done_steps)
+    problems = feasibility.check(rest)  # what cannot run is refused, as by `trainsim run`
     base = rest.base
     replicas = base.simulation.replicas if replicas is None else replicas
     seed = base.simulation.seed if seed is None else seed
@@ -346,7 +348,7 @@ def forecast(
         )
     return ForecastResult(
         base.name, elapsed_days, done_steps, total, replicas, seed, weight, classes,
-        conditional, unconditional, log is not None,
+        conditional, unconditional, log is not None, problems,
     )  # fmt: skip
 
 

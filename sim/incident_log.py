@@ -96,21 +96,53 @@ def sink(write_part: Sink, parts_dir: Path) -> Sink:
     return write
 
 
+def part_problem(path: Path, point: int, first: int, count: int) -> str | None:
+    """Why the failure part `path` of the replica part of (point, first, count) cannot be
+    merged, or None (also when there is none: a run without --incidents). Reads its footer
+    and two columns."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        file = pq.ParquetFile(path)
+        schema = file.schema_arrow.remove_metadata()
+        if not schema.equals(SCHEMA):
+            return (
+                f"its failures ({path.name}) are not of the incident log's columns "
+                f"({', '.join(f'{f.name}: {f.type}' for f in schema)[:200]})"
+            )
+        rows = file.read(columns=["point", "replica"])
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return f"its failures ({path.name}) are unreadable ({type(exc).__name__}: {str(exc)[:200]})"
+    points, replicas = rows.column("point").to_numpy(), rows.column("replica").to_numpy()
+    if len(rows) and (
+        (points != point).any() or (replicas < first).any() or (replicas >= first + count).any()
+    ):
+        return f"its failures ({path.name}) are not of point {point}, replicas {first}-{first + count - 1}"
+    return None
+
+
 def merge(run_path: Path) -> Path:
     """Join the failure parts of the replica parts present (a part left by an interrupted
     chunk that a resume ran again in other chunks is skipped) into incidents.parquet, in
-    (point, replica, time) order. The failure parts stay with the replica parts until the
-    run is complete, so that a run killed meanwhile resumes with every failure."""
+    (point, replica, time) order, one part in memory at a time (the parts' names sort in
+    point and replica order, and their replicas do not overlap: `RunDir.check_parts` set
+    aside any that did, and any failure part that is unreadable, with its replica part).
+    The failure parts stay with the replica parts until the run is complete, so that a run
+    killed meanwhile resumes with every failure."""
     parts_dir = run_path / "parts"
     replica_parts = {p.name for p in parts_dir.iterdir()} if parts_dir.is_dir() else set()
-    tables = []
-    for path in sorted(parts_dir.iterdir()) if parts_dir.is_dir() else ():
-        match = PART.match(path.name)
-        if match and match.group(1) in replica_parts:
-            tables.append(pq.read_table(path, schema=SCHEMA))
-    table = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
-    table = table.sort_by([("point", "ascending"), ("replica", "ascending"), ("time", "ascending")])
+    paths = [
+        path
+        for path in (sorted(parts_dir.iterdir()) if parts_dir.is_dir() else ())
+        if (match := PART.match(path.name)) and match.group(1) in replica_parts
+    ]
+    order = [("point", "ascending"), ("replica", "ascending"), ("time", "ascending")]
     tmp = run_path / f".{FILE}.tmp"
-    pq.write_table(table, tmp)
+    with pq.ParquetWriter(tmp, SCHEMA) as writer:
+        for path in paths:
+            table = pq.read_table(path, schema=SCHEMA).replace_schema_metadata(None)
+            writer.write_table(table.sort_by(order))
+        if not paths:
+            writer.write_table(SCHEMA.empty_table())
     os.replace(tmp, run_path / FILE)
     return run_path / FILE  # the parts stay until the run is complete (remove_parts)

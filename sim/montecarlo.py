@@ -628,21 +628,25 @@ def frame_of(rows: list[dict], swept_keys: list[str], types: dict[str, str]) -> 
     return table
 
 
+class TimeColumn(TimeRemainingColumn):
+    """A progress bar's time: what is left while it runs, what it took once done (rich's
+    TimeRemainingColumn ends on 0:00:00)."""
+
+    def render(self, task):  # type: ignore[no-untyped-def]
+        from rich.text import Text
+
+        if task.finished:
+            took = task.finished_time if task.finished_time is not None else task.elapsed
+            minutes, seconds = divmod(int(round(took or 0)), 60)
+            hours, minutes = divmod(minutes, 60)
+            text = f"{took or 0:.1f} s" if (took or 0) < 60 else f"{hours}:{minutes:02d}:{seconds:02d}"  # fmt: skip
+            return Text(f"done in {text}", style="progress.elapsed")
+        return Text(f"{super().render(task).plain} left", style="progress.remaining")
+
+
 class _progress_bar:
     """A rich progress bar on stderr (silent when disabled): the time left while it runs,
     the time it took once every replica is done."""
-
-    class _Time(TimeRemainingColumn):
-        def render(self, task):  # type: ignore[no-untyped-def]
-            from rich.text import Text
-
-            if task.finished:
-                took = task.finished_time if task.finished_time is not None else task.elapsed
-                minutes, seconds = divmod(int(round(took or 0)), 60)
-                hours, minutes = divmod(minutes, 60)
-                text = f"{took or 0:.1f} s" if (took or 0) < 60 else f"{hours}:{minutes:02d}:{seconds:02d}"  # fmt: skip
-                return Text(f"done in {text}", style="progress.elapsed")
-            return Text(f"{super().render(task).plain} left", style="progress.remaining")
 
     def __init__(self, enabled: bool, total: int, name: str):
         self.enabled, self.total, self.name = enabled, total, name
@@ -656,7 +660,7 @@ class _progress_bar:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("replicas"),
-            self._Time(),
+            TimeColumn(),
             console=Console(stderr=True),
         )
         self._progress.start()

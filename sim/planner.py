@@ -22,7 +22,6 @@ import dataclasses
 import json
 import math
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,13 +30,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from sim import analysis, feasibility, plan_plots
 from sim.api import RunInterrupted, finalise, part_check
-from sim.montecarlo import Interrupted, default_workers
+from sim.dask_executor import SchedulerLost
+from sim.montecarlo import Interrupted, TimeColumn, default_workers
 from sim.montecarlo import _ignore_for_a_while as ignore_for_a_while
 from sim.montecarlo import run as run_montecarlo
 from sim.results import RunDir, TableOfRun, read_manifest
@@ -664,24 +663,14 @@ def resume_plan(
     try:
         if "plan" not in run.manifest:
             raise ScenarioError("--resume", str(run_dir), "not a `trainsim plan` run")
-        if run.manifest["status"] == "complete":
-            if (run.path / "plan.json").is_file() and _readable_table(run.path):
-                raise ScenarioError(
-                    "--resume", str(run_dir), "this plan is complete: nothing to resume"
-                )
-            print(
-                f"note: {run_dir} is complete but its plan.json or replicas.parquet is missing "
-                "or unreadable: racing its points again (the plan comes out the same)",
-                file=sys.stderr,
-            )
+        run.refuse_complete(
+            (run.path / "plan.json").is_file() and run.has_table(), "plan", "its plan.json or "
+            "replicas.parquet is missing or unreadable: racing its points again (the plan "
+            "comes out the same)",
+        )  # fmt: skip
         run.check_fingerprint()
         settings = _settings_of(run)
         scenario_set = load_scenario(run.path / "scenario.yaml")
-        if len(scenario_set.points) != run.manifest.get("points", len(scenario_set.points)):
-            raise ScenarioError(
-                str(run.path / "scenario.yaml"), "sweep", f"has {len(scenario_set.points)} "
-                f"points, run.json says {run.manifest['points']}: the run's files were edited",
-            )  # fmt: skip
         # the --set of the first run (its figure's title), not those of scenario.yaml (none)
         overrides = run.manifest.get("overrides") or []
         scenario_set = dataclasses.replace(scenario_set, overrides=[str(o) for o in overrides])
@@ -689,13 +678,7 @@ def resume_plan(
             from sim.dask_executor import check_scheduler
 
             check_scheduler(scheduler)
-        if workers is not None:
-            run.manifest["workers"] = workers
-        if executor is not None:
-            run.manifest["executor"] = executor
-        run.manifest.setdefault("resumed", []).append(run.manifest.get("ended"))
-        run.parts_dir.mkdir(exist_ok=True)  # gone with a complete run's table
-        run.set_status("running")
+        run.begin_resume(scenario_set, workers, executor)
         run.check_parts(part_check(run, scenario_set))  # a bad part runs again, never read
     except BaseException:
         run.release()
@@ -804,6 +787,12 @@ def _race_grid(
         if run.manifest.get("status") != "complete":  # complete: the stop came too late
             run.try_status("interrupted", signal=stop.signal_name)
             raise RunInterrupted(run.path, stop) from None
+    except SchedulerLost as lost:  # the finished chunks are kept: say how to complete it
+        if run is None:
+            raise
+        if run.manifest.get("status") != "complete":
+            run.try_status("failed")
+        raise lost.of_run(run.path) from None
     except BaseException:
         if run is not None and run.manifest.get("status") != "complete":
             run.try_status("failed")
@@ -846,13 +835,6 @@ def _restore(handlers: dict[int, Any]) -> None:
         signal.signal(signum, handler)
 
 
-def _readable_table(run_dir: Path) -> bool:
-    try:
-        return pq.ParquetFile(run_dir / "replicas.parquet").metadata.num_rows >= 0
-    except Exception:  # noqa: BLE001 - missing, truncated, not parquet: not a table
-        return False
-
-
 def _rows_of_parts(
     run: RunDir, points: list[int], start: int, stop: int, columns: list[str]
 ) -> list[pd.DataFrame]:
@@ -882,7 +864,7 @@ class _RoundBar:
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TimeRemainingColumn(),
+                TimeColumn(),
                 console=Console(stderr=True),
             )
             self._progress.start()

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from sim import __version__, analysis, answer, perf
 from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS
 from sim.compare import FIGURE_PREFIX, fmt_metric
-from sim.results import read_manifest
+from sim.results import read_manifest, resume_command
 from sim.scenario import Point, ScenarioError, ScenarioSet, load_document, load_scenario
 from sim.schema import Scenario
 
@@ -756,7 +756,7 @@ def _no_table(run: RunContents) -> str:
     status = run.manifest.get("status", "unknown")
     return (
         f'<p class="warning">No replicas.parquet: the run is {_e(status)}. Complete it with '
-        f"<code>trainsim run --resume {_e(str(run.path))}</code> and write the report again.</p>"
+        f"<code>{_e(resume_command(run.path))}</code> and write the report again.</p>"
     )
 
 

@@ -35,10 +35,11 @@ import os
 import platform
 import re
 import secrets
+import shlex
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -86,21 +87,34 @@ def new_run_id(seed: int) -> str:
 
 
 def trainsim_command() -> str:
-    """How to call trainsim again from here: `trainsim` when that is on PATH and is this
-    one, else the path of the executable that runs now (or `python -m sim`)."""
-    argv0 = sys.argv[0] if sys.argv else ""
-    found = shutil.which("trainsim")
-    if found and argv0 and Path(argv0).name == "trainsim":
-        with contextlib.suppress(OSError):
-            if Path(found).resolve() == Path(argv0).resolve():
-                return "trainsim"
-    if argv0 and Path(argv0).name == "trainsim" and Path(argv0).exists():
-        return str(Path(argv0).resolve())
-    return "trainsim" if found else f"{sys.executable} -m sim"
+    """How to call trainsim again from this shell, as a command that runs as printed (quoted
+    for a POSIX shell): `trainsim` when that name on PATH is the program running, else its
+    full path; in-process (`python -m sim`, a notebook, a test): `trainsim` when on PATH, else
+    the venv's script beside the interpreter, else `python -m sim`."""
+    on_path = shutil.which("trainsim")
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.stem == "trainsim":
+        if on_path and _same_file(Path(on_path), argv0):
+            return "trainsim"
+        return shlex.quote(str(argv0.absolute()))
+    if on_path:
+        return "trainsim"
+    sibling = Path(sys.executable).parent / "trainsim"
+    if sibling.is_file() and os.access(sibling, os.X_OK):
+        return shlex.quote(str(sibling))
+    return f"{shlex.quote(sys.executable)} -m sim"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def resume_command(run_dir: str | Path) -> str:
-    return f"{trainsim_command()} run --resume {run_dir}"
+    """`trainsim run --resume RUN_DIR`, as a command that runs as printed."""
+    return f"{trainsim_command()} run --resume {shlex.quote(str(run_dir))}"
 
 
 def is_disk_error(exc: BaseException) -> bool:
@@ -538,6 +552,47 @@ class RunDir:
                 "Restore them, or start a new run from the scenario as it is now",
             )
 
+    def has_table(self) -> bool:
+        """replicas.parquet is there and reads as a parquet table."""
+        try:
+            return pq.ParquetFile(self.path / "replicas.parquet").metadata.num_rows >= 0
+        except Exception:  # noqa: BLE001 - missing, truncated, not parquet: not a table
+            return False
+
+    # ---- resuming
+
+    def refuse_complete(self, finished: bool, what: str, note: str) -> None:
+        """A complete run whose outputs are all there (`finished`): nothing to resume, a
+        ScenarioError. Complete with an output missing or unreadable: `note` (what is missing
+        and what the resume does) on stderr, and the resume goes on."""
+        if self.manifest["status"] != "complete":
+            return
+        if finished:
+            raise ScenarioError(
+                "--resume", str(self.path), f"this {what} is complete: nothing to resume"
+            )
+        print(f"note: {self.path} is complete but {note}", file=sys.stderr)
+
+    def begin_resume(
+        self, scenario_set: ScenarioSet, workers: int | None, executor: str | None
+    ) -> None:
+        """The start of every resume, once the run's files are checked: the scenario has the
+        points the run started with, the new --workers/--executor are kept, the resume is
+        recorded, and the status says running again."""
+        points = self.manifest.get("points", len(scenario_set.points))
+        if len(scenario_set.points) != points:
+            raise ScenarioError(
+                str(self.path / "scenario.yaml"), "sweep", f"has {len(scenario_set.points)} "
+                f"points, run.json says {points}: the run's files were edited",
+            )  # fmt: skip
+        if workers is not None:
+            self.manifest["workers"] = workers
+        if executor is not None:
+            self.manifest["executor"] = executor
+        self.manifest.setdefault("resumed", []).append(self.manifest.get("ended"))
+        self.parts_dir.mkdir(exist_ok=True)  # gone with a complete run's table
+        self.set_status("running")
+
     def save(self) -> None:
         """Write run.json atomically (a reader never sees half a manifest)."""
         tmp = self.path / "run.json.tmp"
@@ -624,8 +679,11 @@ class RunDir:
         """Set aside (in rejected-parts/) every part that cannot be merged: unreadable, of
         another schema, of a point the run does not have, rows that are not the replicas
         its name says (point, replica, seed), figures out of range, or replicas another part
-        already holds. Their replicas then count as not done and run again. Returns the
+        already holds; or whose failures (`--incidents`: incidents-<part>) cannot be merged
+        (set aside with it). Their replicas then count as not done and run again. Returns the
         parts set aside and why. Reads each part's footer and a few columns, once."""
+        from sim.incident_log import part_problem
+
         rejected: list[tuple[Path, str]] = []
         ends: dict[int, tuple[int, str]] = {}
         for point, first, count, path in self.parts():
@@ -634,6 +692,8 @@ class RunDir:
                 end, holder = ends.get(point, (0, ""))
                 if first < end:
                     why = f"replicas {first}-{first + count - 1} overlap those of {holder}"
+            if why is None:
+                why = part_problem(path.with_name(f"incidents-{path.name}"), point, first, count)
             if why is not None:
                 self._reject(path, why)
                 rejected.append((path, why))
@@ -764,10 +824,6 @@ class RunDir:
         with contextlib.suppress(OSError):
             self.parts_dir.rmdir()
 
-    def iter_parts(self, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
-        for _, _, _, path in self.parts():
-            yield pd.read_parquet(path, columns=columns)
-
 
 def read_manifest(path: Path, expected: str, prefix: str = "") -> dict[str, Any]:
     """The run.json of a run directory (read within bounds), or a ScenarioError naming the
@@ -789,14 +845,19 @@ def read_manifest(path: Path, expected: str, prefix: str = "") -> dict[str, Any]
 RUN_FILES = (
     "run.json", "run.json.tmp", "scenario.yaml", LOCK, "replicas.parquet",
     ".replicas.parquet.tmp", "summary.csv", "summary.json", "plan.json", "timeline.json",
+    "incidents.parquet", ".incidents.parquet.tmp",
 )  # fmt: skip
 RUN_FOLDERS = ("parts", "figures", REJECTED)
 
 
-def protect_run_files(run_dir: str | Path, out: str | Path, option: str = "--out") -> None:
+def protect_run_files(
+    run_dir: str | Path, out: str | Path, option: str = "--out", instead: str = ""
+) -> None:
     """Refuse an output path that is a file of the run (its table, manifest, scenario, parts,
     figures...), whether it exists yet or not, or the directory itself: writing there would
-    destroy the run. The run's own report.html may be written over."""
+    destroy the run. Files the run does not hold (its report.html, a CSV export) may be
+    written over. `instead`: the command's other way out, said after "give a path outside
+    it" (e.g. "or leave --out out for RUN/report.html")."""
     run_dir, out = Path(run_dir), Path(out)
     try:
         root = run_dir.resolve()
@@ -809,7 +870,7 @@ def protect_run_files(run_dir: str | Path, out: str | Path, option: str = "--out
             option,
             str(out),
             f"{what} of the run {run_dir}: writing there would destroy the run; give a path "
-            f"outside it, or leave {option} out for {run_dir}/report.html",
+            f"outside it{', ' + instead if instead else ''}",
         )
 
     if target == root:
@@ -818,7 +879,7 @@ def protect_run_files(run_dir: str | Path, out: str | Path, option: str = "--out
         raise refuse(f"the file {target.name}")
     if any(root / folder in (target, *target.parents) for folder in RUN_FOLDERS):
         raise refuse(f"inside {target.relative_to(root).parts[0]}/")
-    if target.exists() and target != root / "report.html":  # a hard link to a run's file
+    if target.exists():  # a hard link to a run's file
         with contextlib.suppress(OSError):
             for name in RUN_FILES:
                 if (root / name).exists() and os.path.samefile(root / name, target):

@@ -21,6 +21,7 @@ import pytest
 
 from sim import answer
 from sim.analysis import paired_difference
+from sim.results import resume_command, trainsim_command
 from tests.conftest import ROOT, cli_in_process, flat
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -296,12 +297,12 @@ def test_the_resume_hint_runs_as_printed(monkeypatch, tmp_path):
     exe.chmod(0o755)
     monkeypatch.setattr(sys, "argv", [str(exe), "run"])
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # not on PATH: the full path
-    assert answer.invocation() == shlex.quote(str(exe))
+    assert trainsim_command() == shlex.quote(str(exe))
     monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")  # on PATH: its name
-    assert answer.invocation() == "trainsim"
+    assert trainsim_command() == "trainsim"
     monkeypatch.setattr(sys, "argv", ["-c"])  # in-process (a notebook): the venv's script
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    program = answer.invocation()
+    program = trainsim_command()
     sibling = Path(sys.executable).parent / "trainsim"
     assert program in (shlex.quote(str(sibling)), f"{shlex.quote(sys.executable)} -m sim")
     # and that command runs as printed, from anywhere

@@ -185,3 +185,134 @@ def test_interrupted_run_resumes_to_the_same_incident_log(run_dir, tmp_path):
     pd.testing.assert_frame_equal(
         pd.read_parquet(cut / "incidents.parquet"), pd.read_parquet(done / "incidents.parquet")
     )
+
+
+def test_a_users_log_never_reads_files_that_happen_to_lie_beside_it(tmp_path):
+    """Only a trainsim log (replica/point columns) with the run's run.json beside it takes
+    its window and nodes from the folder: a user's CSV next to a scenario.yaml (a list, or a
+    scenario of 7 nodes) and a corrupt replicas.parquet is fitted as given."""
+    log = tmp_path / "log.csv"
+    log.write_text(EXAMPLE.read_text())
+    (tmp_path / "replicas.parquet").write_bytes(b"PAR1 not parquet")
+    for text in ("- a\n- b\n", "cluster: {nodes: 7, gpus_per_node: 4}\n"):
+        (tmp_path / "scenario.yaml").write_text(text)
+        result = cli_in_process(["fit", str(log), *EXAMPLE_WINDOW, "--out", str(tmp_path / "o")])
+        assert result.returncode == 2, (text, result.stderr)  # --nodes is asked for
+        assert "give --nodes N" in flat(result.stderr) and "Traceback" not in result.stderr
+        result = cli_in_process(
+            ["fit", str(log), "--nodes", "64", *EXAMPLE_WINDOW, "--out", str(tmp_path / "o"),
+             "--json", "--no-figures"]
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        doc = json.loads(result.stdout)
+        assert (doc["nodes"], doc["gpus_per_node"]) == (64, 8)
+
+
+def test_a_run_directory_that_cannot_be_read_exits_2_naming_the_file(run_dir, tmp_path):
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in ("incidents.parquet", "run.json", "scenario.yaml"):
+        (copy / name).write_bytes((run_dir / name).read_bytes())
+    (copy / "replicas.parquet").write_bytes(b"PAR1 truncated")
+    args = ["fit", str(copy / "incidents.parquet"), "--replica", "1", "--out", str(tmp_path)]
+    result = cli_in_process(args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert str(copy / "replicas.parquet") in flat(result.stderr)
+    (copy / "replicas.parquet").unlink()
+    (copy / "scenario.yaml").write_text("- not\n- a scenario\n")
+    result = cli_in_process([*args, "--end", "100"])
+    assert result.returncode == 2, result.stderr
+    message = flat(result.stderr)
+    assert str(copy / "scenario.yaml") in message and "cluster.nodes" in message
+
+
+def test_out_that_cannot_be_written_exits_2_naming_out(tmp_path):
+    for out in ("/dev/null/x", str(tmp_path / "file")):
+        (tmp_path / "file").write_text("")
+        result = cli_in_process(["fit", str(EXAMPLE), "--nodes", "64", *EXAMPLE_WINDOW,
+                                 "--out", out])  # fmt: skip
+        assert result.returncode == 2, (out, result.stderr)
+        message = flat(result.stderr)
+        assert "--out" in message and out in message and "Traceback" not in result.stderr
+
+
+def test_the_rate_printed_is_the_rate_written_and_the_command_runs_as_printed(tmp_path):
+    """With lemons, failures.yaml holds a sound node's rate: the table prints it too; the
+    `use it` line quotes the path (a space in it) and runs in a shell as printed."""
+    out = tmp_path / "my fit"
+    result = cli_in_process(
+        ["fit", str(EXAMPLE), "--nodes", "64", *EXAMPLE_WINDOW, "--out", str(out), "--no-figures"]
+    )
+    assert result.returncode == 0, result.stderr
+    written = {f["name"]: f for f in yaml.safe_load((out / "failures.yaml").read_text())}
+    text = re.sub("[│┃]", " ", result.stdout)
+    shown = {}
+    for line in text.splitlines():
+        match = re.match(r"\s*(\w+)\s+rate written \(sound nodes\)\s+([0-9.,]+)", line)
+        if match:
+            shown[match.group(1)] = float(match.group(2).replace(",", ""))
+    node_classes = {n for n, f in written.items() if f["scope"] in ("gpu", "node")}
+    assert node_classes and set(shown) == node_classes, (shown, text)
+    for name, value in shown.items():
+        assert value == pytest.approx(written[name]["rate_per_1k_gpu_day"], rel=2e-3, abs=6e-4)
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("use it:")]
+    assert " run SCENARIO --set " in line
+    argument = line.split(" --set ", 1)[1]
+    echoed = subprocess.run(["bash", "-c", f"printf %s {argument}"], capture_output=True,
+                            text=True, check=True)  # fmt: skip
+    assert echoed.stdout == "failures=" + (out / "failures.yaml").read_text().rstrip("\n")
+
+
+def unfinished_incident_run(out: Path, scenario: Path) -> Path:
+    """A run with --incidents whose chunks (of 2 replicas) all finished but which was never
+    finalised: replica parts and their failure parts in parts/."""
+    from unittest import mock
+
+    from sim import api, montecarlo
+
+    with (
+        mock.patch.object(api, "finalise", side_effect=SystemExit(137)),
+        mock.patch.object(montecarlo, "default_chunk_size", lambda n, w: 2),
+        pytest.raises(SystemExit),
+    ):
+        api.run_scenario(str(scenario), replicas=6, seed=3, workers=1, out=out, progress=False,
+                         figures=False, incidents=True)  # fmt: skip
+    (found,) = (out / "round-trip").iterdir()
+    return found
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other columns", "other replicas"])
+def test_a_bad_incident_part_is_set_aside_with_its_replicas_which_run_again(
+    tmp_path, run_dir, damage
+):
+    """An incidents-*.parquet part that cannot be merged: the resume sets it aside with its
+    replica part (never merged), runs those replicas again, and the log is a whole run's."""
+    scenario = run_dir / "scenario.yaml"
+    whole = cli_in_process(["run", str(scenario), "--replicas", "6", "--seed", "3",
+                            "--incidents", "--out", str(tmp_path / "whole"), "--no-progress",
+                            "--no-figures"])  # fmt: skip
+    assert whole.returncode == 0, whole.stderr
+    cut = unfinished_incident_run(tmp_path / "cut", scenario)
+    parts = sorted((cut / "parts").glob("incidents-*.parquet"))
+    assert len(parts) == 3
+    bad = parts[1]
+    if damage == "truncated":
+        bad.write_bytes(bad.read_bytes()[:100])
+    elif damage == "other columns":
+        pd.DataFrame({"time": [1.0], "node": [0]}).to_parquet(bad)
+    else:
+        pd.read_parquet(parts[0]).to_parquet(bad, index=False)  # replicas 0-1 under the name of 2-3
+    resumed = cli_in_process(["run", "--resume", str(cut), "--no-progress", "--no-figures"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert bad.name in resumed.stderr and "set aside" in resumed.stderr
+    aside = sorted(p.name for p in (cut / "rejected-parts").iterdir())
+    assert aside == [bad.name, bad.name.removeprefix("incidents-")]
+    (done,) = (tmp_path / "whole" / "round-trip").iterdir()
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(cut / "incidents.parquet"), pd.read_parquet(done / "incidents.parquet")
+    )
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(cut / "replicas.parquet").drop(columns=["sim_seconds"], errors="ignore"),
+        pd.read_parquet(done / "replicas.parquet").drop(columns=["sim_seconds"], errors="ignore"),
+    )

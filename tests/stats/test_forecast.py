@@ -152,3 +152,20 @@ def test_forecast_refuses_bad_input(scenario, tmp_path):
          "--incidents", str(log)]
     )  # fmt: skip
     assert result.returncode == 2 and "outside the window" in result.stderr
+
+
+def test_forecast_refuses_what_run_would_refuse(scenario):
+    """The remaining run goes through `trainsim run`'s feasibility check: a horizon shorter
+    than the steps left at full speed, or failures faster than a step, exit 2 naming the key
+    (before, every replica ran to the horizon and the forecast said 'unfinished')."""
+    for setting, key in (
+        ("simulation.horizon_days=0.5", "simulation.horizon_days"),
+        ("failures.0.rate_per_1k_gpu_day=1000000", "failures.0.rate_per_1k_gpu_day"),
+    ):
+        result = cli_in_process(
+            ["forecast", str(scenario), "--elapsed-days", "1", "--done-steps", "10000",
+             "--replicas", "2", "--set", setting]
+        )  # fmt: skip
+        assert result.returncode == 2, (setting, result.stdout, result.stderr)
+        message = " ".join(result.stderr.split())
+        assert key in message and str(scenario) in message and "Traceback" not in message

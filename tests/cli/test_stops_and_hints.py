@@ -1,0 +1,153 @@
+"""A stopped merge, the hints that say how to call trainsim again (they run as printed),
+options `run --resume` cannot honour, outputs that would overwrite a run's files, and the
+plan's progress bar once a round is done."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+import matplotlib.figure
+import pandas as pd
+import pytest
+
+from sim import api, compare, export
+from sim.montecarlo import Interrupted
+from sim.results import protect_run_files, resume_command
+from sim.scenario import ScenarioError
+from tests.conftest import ROOT, cli_in_process
+
+SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
+SWEEP = ["--param", "checkpoint.interval_steps=250,500", "--replicas", "4", "--workers", "1"]
+QUIET = ["--no-progress", "--no-figures"]
+
+
+@pytest.fixture
+def signals_restored():
+    """A stop's exit ignores SIGINT/SIGTERM from then on: in-process, put them back (the
+    processes later tests start would inherit the ignoring)."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def manifest(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run.json").read_text())
+
+
+def test_a_merge_stopped_while_it_writes_says_so_and_exits_130(
+    tmp_path, monkeypatch, signals_restored
+):
+    slices = []
+    for i, points in enumerate(["0:1", "1:2"]):
+        r = cli_in_process(["run", SMALL, *SWEEP, "--points", points, "--out",
+                            str(tmp_path / f"s{i}"), *QUIET])  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        (run_dir,) = (tmp_path / f"s{i}").glob("*/*")
+        slices.append(str(run_dir))
+
+    def stopped(*args, **kwargs):  # Ctrl-C while the table, summaries, figures are written
+        raise Interrupted("SIGINT", 0, 0)
+
+    monkeypatch.setattr(api, "finalise", stopped)
+    out = tmp_path / "merged dir"
+    r = cli_in_process(["merge", *slices, "--out", str(out), "--no-figures"])
+    assert r.returncode == 130, r.stderr
+    assert "internal error" not in r.stderr and "run the merge again" in r.stderr
+    assert "--resume" not in r.stderr  # a merged directory cannot be resumed
+    (merged,) = out.glob("*/*")
+    assert manifest(merged)["status"] == "interrupted"
+    again = r.stderr.split("run the merge again: ", 1)[1].strip()
+    assert shlex.split(again)[-5:] == ["merge", *slices, "--out", str(out), "--no-figures"][-5:]
+    # the printed command does merge, once the stop is gone
+    monkeypatch.undo()
+    r = cli_in_process(shlex.split(again)[1:])
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_figure_format_matplotlib_does_not_know_is_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setattr(compare, "figure", lambda comparison: matplotlib.figure.Figure())
+    with pytest.raises(ScenarioError) as refused:
+        compare.write_figure(None, tmp_path / "figure.xyz")  # a ValueError has no strerror
+    assert "cannot write the figure there" in str(refused.value) and "xyz" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "option", [["--timeline"], ["--incidents"], ["--target-ci", "0.01"], ["--points", "0:1"],
+               ["--out", "elsewhere"]],
+)  # fmt: skip
+def test_resume_refuses_the_options_it_would_ignore(tmp_path, option):
+    r = cli_in_process(["run", "--resume", str(tmp_path), *option])
+    assert r.returncode == 2 and f"drop {option[0]}" in r.stderr, r.stderr
+
+
+def test_the_incident_log_is_a_run_file_and_each_hint_names_its_own_option(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    r = cli_in_process(["report", str(run_dir), "--out", str(run_dir / "incidents.parquet")])
+    assert r.returncode == 2 and "destroy the run" in r.stderr, r.stderr
+    assert "leave --out out for" in r.stderr and "report.html" in r.stderr
+    with pytest.raises(ScenarioError, match="destroy the run"):
+        protect_run_files(run_dir, run_dir / ".incidents.parquet.tmp")
+    other = tmp_path / "other"
+    other.mkdir()
+    r = cli_in_process(["compare", str(other), str(run_dir), "--figure",
+                        str(run_dir / "figures" / "x.png")])  # fmt: skip
+    assert r.returncode == 2 and "destroy the run" in r.stderr, r.stderr
+    assert "leave --figure out for" in r.stderr and "report.html" not in r.stderr
+
+
+def test_export_keeps_to_the_run_files_guard(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text("{}")
+    pd.DataFrame({"point": [0], "replica": [0]}).to_parquet(run_dir / "replicas.parquet")
+    with pytest.raises(ScenarioError, match="incidents.parquet of the run"):
+        export.export_csv(run_dir, run_dir / "incidents.parquet")
+    assert export.export_csv(run_dir) == run_dir / "replicas.csv"  # its default, inside
+    assert (run_dir / "replicas.csv").read_text().splitlines()[1] == "0,0"
+
+
+def test_every_resume_hint_runs_as_printed(tmp_path, monkeypatch):
+    exe = tmp_path / "my bin" / "trainsim"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setattr(sys, "argv", [str(exe), "run"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    run_dir = tmp_path / "a run"
+    expected = [str(exe), "run", "--resume", str(run_dir)]
+    assert shlex.split(resume_command(run_dir)) == expected
+
+    def hint(text: str) -> list[str]:
+        return shlex.split(text.split("`")[1])
+
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text("{}")
+    with pytest.raises(ScenarioError) as refused:
+        export.export_csv(run_dir)
+    assert hint(refused.value.message) == expected
+    from sim.dask_executor import SchedulerLost
+
+    lost = SchedulerLost("tcp://host:8786", "gone").of_run(run_dir)
+    assert hint(lost.message) == expected
+
+
+def test_the_plan_round_bar_ends_on_the_time_it_took():
+    from sim.planner import _RoundBar
+
+    bar = _RoundBar(True).__enter__()
+    try:
+        bar.start_round(2, 0, 3)
+        column = bar._progress.columns[-1]
+        bar.advance(2)
+        assert column.render(bar._progress.tasks[0]).plain.endswith(" left")
+        bar.advance(4)
+        text = column.render(bar._progress.tasks[0]).plain
+        assert text.startswith("done in ") and "0:00:00" not in text, text
+    finally:
+        bar.__exit__(None, None, None)
