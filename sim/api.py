@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -297,7 +298,7 @@ def disk_full(run: RunDir, scenario_set: ScenarioSet, exc: OSError) -> ScenarioE
         f"the disk is full or not writable ({what}). Kept: {kept:,} of {total:,} replicas in "
         f"{len(parts):,} parts under {run.path / 'parts'}. Free some space and resume with "
         f"`{resume_command(run.path)}`, or copy the run directory to a disk with room "
-        f"(cp -r {run.path} NEW_DIR) and resume there with "
+        f"(cp -r {shlex.quote(str(run.path))} NEW_DIR) and resume there with "
         f"`{trainsim_command()} run --resume NEW_DIR`",
     )
 

@@ -35,6 +35,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from sim import analysis, feasibility, plan_plots
 from sim.api import RunInterrupted, finalise, part_check
+from sim.arguments import finite
 from sim.dask_executor import SchedulerLost
 from sim.montecarlo import Interrupted, TimeColumn, default_workers
 from sim.montecarlo import _ignore_for_a_while as ignore_for_a_while
@@ -420,7 +421,7 @@ def outcome(
         ],
         "stop_reason": result.stop_reason,
     }
-    return _finite(doc)
+    return finite(doc)
 
 
 def _cannot_run(point: Point, keys: Sequence[str]) -> dict[str, Any]:
@@ -480,17 +481,6 @@ def pareto_front(records: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> l
 
 def _is_finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _finite(value: Any) -> Any:
-    """NaN and infinities as None (JSON null), recursively."""
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 # --------------------------------------------------------------------------- running it

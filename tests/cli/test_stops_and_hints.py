@@ -151,3 +151,17 @@ def test_the_plan_round_bar_ends_on_the_time_it_took():
         assert text.startswith("done in ") and "0:00:00" not in text, text
     finally:
         bar.__exit__(None, None, None)
+
+
+def test_a_lost_scheduler_names_the_command_that_completes_the_run(tmp_path, monkeypatch):
+    from sim.dask_executor import SchedulerLost
+
+    def lost(*args, **kwargs):
+        raise SchedulerLost("tcp://host:8786", "client closed")
+
+    monkeypatch.setattr(api, "run_montecarlo", lost)
+    r = cli_in_process(["run", SMALL, "--replicas", "2", "--out", str(tmp_path / "a b"), *QUIET])
+    (run_dir,) = (tmp_path / "a b").glob("*/*")
+    assert r.returncode == 2 and manifest(run_dir)["status"] == "failed", r.stderr
+    assert shlex.split(r.stderr.split("`")[1]) == shlex.split(resume_command(run_dir))
+    assert str(run_dir) in shlex.split(r.stderr.split("`")[1])
