@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -328,9 +329,16 @@ SUBPROCESS_CASES = [
 ]
 
 
-def trainsim(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def trainsim(
+    args: list[str], cwd: Path, timeout_s: float = TIMEOUT_S, memory_bytes: int | None = None
+) -> subprocess.CompletedProcess:
     """Run the CLI in its own process group: on timeout the whole group is killed
-    (a run's worker processes too), never anything else."""
+    (a run's worker processes too), never anything else. `memory_bytes` limits its address
+    space, so that a runaway allocation fails the test, not the machine."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -344,13 +352,14 @@ def trainsim(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=limit if memory_bytes else None,
     )
     try:
-        out, err = proc.communicate(timeout=TIMEOUT_S)
+        out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        pytest.fail(f"trainsim {' '.join(args)[:200]} did not finish within {TIMEOUT_S} s")
+        pytest.fail(f"trainsim {' '.join(args)[:200]} did not finish within {timeout_s} s")
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 

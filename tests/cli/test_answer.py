@@ -21,7 +21,7 @@ import pytest
 
 from sim import answer
 from sim.analysis import paired_difference
-from sim.results import resume_command, trainsim_command
+from sim.results import trainsim_command
 from tests.conftest import ROOT, cli_in_process, flat
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")

@@ -10,16 +10,14 @@ limit, so that a regression fails instead of hanging the suite.
 from __future__ import annotations
 
 import os
-import resource
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+from tests.cli.test_adversarial import trainsim
 from tests.conftest import ROOT, cli_in_process, flat
 
 SMALL = ROOT / "scenarios/llama7b-128.yaml"
@@ -48,35 +46,10 @@ def refused(args: list[str], cwd: Path, *words: str) -> subprocess.CompletedProc
 MEMORY_LIMIT = 8 * 2**30  # address space of a real command: a runaway fails, not the machine
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-
 def real_command(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """`python -m sim ARGS` in its own process group, killed (the group only) after
-    TIMEOUT_S, its memory limited: a hang or a runaway allocation fails the test."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    env.pop("TRAINSIM_DEBUG", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sim", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        preexec_fn=_limit_memory,
-    )
-    try:
-        out, err = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"trainsim {' '.join(args)} still ran after {TIMEOUT_S} s")
-    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+    """`python -m sim ARGS` in its own process group, killed after TIMEOUT_S, its memory
+    limited: a hang or a runaway allocation fails the test."""
+    return trainsim(args, cwd, TIMEOUT_S, MEMORY_LIMIT)
 
 
 def scenario_with(tmp_path: Path, **sections) -> Path:
