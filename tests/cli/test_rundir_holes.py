@@ -416,14 +416,13 @@ def test_a_stop_while_the_table_is_written_keeps_the_run_resumable(tmp_path, ref
     interrupted, and the resume finishes it (nothing to simulate)."""
     out = tmp_path / "out"
 
-    def slow_summary(*args, **kwargs):
+    def slow_summary(*args, **kwargs):  # Ctrl-C while the summaries are written
+        os.kill(os.getpid(), signal.SIGINT)
         time.sleep(60)
 
     with mock.patch("sim.analysis.summarize_file", slow_summary):
-        timer = interrupt_after(3.0)
         r = cli_in_process(["run", SMALL, "--replicas", str(REPLICAS), "--seed", "3",
                             "--workers", "1", "--out", str(out), *QUIET])  # fmt: skip
-        timer.join()
     assert r.returncode == 130, r.stderr
     (run_dir,) = run_dirs(out)
     assert manifest(run_dir)["status"] == "interrupted"
