@@ -101,6 +101,16 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON on stdout and nothing else."
 )
 
+# --out of every command that writes a run directory
+out_option = click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("results"),
+    envvar=RESULTS_ENV,
+    show_default=True,
+    help=f"Results root [${RESULTS_ENV}, else results].",
+)
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="trainsim")
@@ -149,14 +159,7 @@ scheduler_option = click.option(
     metavar="KEY=V1,V2,...",
     help="Sweep a key, e.g. --param checkpoint.interval_steps=500,1000 (repeatable).",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=Path("results"),
-    envvar=RESULTS_ENV,
-    show_default=True,
-    help=f"Results root [${RESULTS_ENV}, else results].",
-)
+@out_option
 @click.option(
     "--points",
     "points_slice",
@@ -361,14 +364,7 @@ def calc(scenario, overrides, as_json) -> None:
 @click.option(
     "--statistic", default="mean", show_default=True, help="mean, or a percentile such as p95."
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=Path("results"),
-    envvar=RESULTS_ENV,
-    show_default=True,
-    help=f"Results root [${RESULTS_ENV}, else results].",
-)
+@out_option
 @json_option
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def optimize(
@@ -601,14 +597,7 @@ def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None
 @click.option("--workers", type=arguments.WORKERS, help="Worker processes [all cores].")
 @executor_option
 @scheduler_option
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=Path("results"),
-    envvar=RESULTS_ENV,
-    show_default=True,
-    help=f"Results root [${RESULTS_ENV}, else results].",
-)
+@out_option
 @json_option
 @click.option(
     "--progress/--no-progress", default=True, show_default=True, help="Progress bar on stderr."
@@ -825,14 +814,7 @@ def _print_plan(doc: dict) -> None:
 
 @app.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=Path("results"),
-    envvar=RESULTS_ENV,
-    show_default=True,
-    help=f"Results root [${RESULTS_ENV}, else results].",
-)
+@out_option
 @click.option("--figures/--no-figures", default=True, show_default=True)
 @json_option
 def merge(run_dirs, out, figures, as_json) -> None:

@@ -12,7 +12,6 @@ import json
 import os
 import shlex
 import signal
-import threading
 import time
 from pathlib import Path
 from unittest import mock
@@ -21,6 +20,7 @@ import pandas as pd
 import pytest
 
 from sim import montecarlo, plan_plots
+from tests.cli.test_rundir_holes import interrupt_after, slow_replica
 from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -39,24 +39,6 @@ def run_dirs(out: Path) -> list[Path]:
 
 def manifest(run_dir: Path) -> dict:
     return json.loads((run_dir / "run.json").read_text())
-
-
-def slow_replica(replica: int, seconds: float = 60.0):
-    """simulate_replica, but replica `replica` takes `seconds` (a stop abandons it)."""
-    real = montecarlo.simulate_replica
-
-    def simulate(plan, r, seed, **kwargs):
-        if r == replica:
-            time.sleep(seconds)
-        return real(plan, r, seed, **kwargs)
-
-    return mock.patch.object(montecarlo, "simulate_replica", simulate)
-
-
-def interrupt_after(seconds: float) -> threading.Timer:
-    timer = threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    return timer
 
 
 def plan_json(run_dir: Path) -> dict:
