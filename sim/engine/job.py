@@ -26,6 +26,16 @@ import numpy as np
 import simpy
 
 from sim.engine.cluster import Cluster
+from sim.engine.cycle import (
+    QUICK_ALL,
+    QUICK_DETECTED,
+    QUICK_NONE,
+    QUICK_REPLACED,
+    QUICK_TAKEN,
+    Cycles,
+    eligible,
+    run_cycles,
+)
 from sim.engine.events import (
     CheckpointWanted,
     Failure,
@@ -53,11 +63,6 @@ def _cancel(env: simpy.Environment, event: simpy.Event) -> None:
                 queue[i] = last
                 heapq.heapify(queue)
             return
-
-
-# how far `Job._quick_outage` got: nothing, detection (the failures merged), the failed nodes
-# sent to repair, the job refilled, or the whole outage (restarted, or aborted by a failure)
-QUICK_NONE, QUICK_DETECTED, QUICK_TAKEN, QUICK_REPLACED, QUICK_ALL = range(5)
 
 
 # by id(plan): (the plan, its figures by the job's nodes), shared by the plan's replicas
@@ -115,6 +120,10 @@ class Job:
         self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
         self.health_rng: np.random.Generator | None = None  # set when health checks run
         self.process: simpy.Process | None = None
+        self.router = None  # the failure router (sim/engine/router.py), set in the build phase
+        # the failure cycle runs in line (sim/engine/cycle.py) for the common configuration
+        self._cycles = False
+        self._handed: Cycles | None = None  # where the cycle in line handed a failure over
         # the job process has started and not ended (finished or out of horizon)
         self.running = False
         # a straggler in a slot whose node left is gone (set when the scenario has stragglers)
@@ -209,6 +218,7 @@ class Job:
     # ---- the process
 
     def _run(self):
+        self._cycles = eligible(self)
         try:
             while True:
                 self._in_memory = True  # the job's state is on its GPUs
@@ -218,9 +228,13 @@ class Job:
                     self.finished = True
                     return
                 failure = outcome
+                handed, self._handed = self._handed, None
                 while failure is not None:
                     stage, failures = QUICK_NONE, None
-                    if self._quick:  # the outage in line, as far as it can go
+                    if handed is not None and handed.stage > QUICK_NONE:
+                        stage, failures = handed.stage, handed.failures  # the cycle got so far
+                        handed = None
+                    elif self._quick:  # the outage in line, as far as it can go
                         stage, failures = self._quick_outage(failure)
                         if stage == QUICK_ALL:
                             failure = failures
@@ -245,6 +259,11 @@ class Job:
         env, plan = self.env, self.plan
         deadline = plan.horizon_s
         while True:
+            if self._cycles:  # failure cycles in line, as long as nothing else is due
+                cycles = run_cycles(self)
+                if cycles.failure is not None:
+                    self._handed = cycles
+                    return cycles.failure
             nodes = self.cluster.active
             shape = self._shapes.get(nodes)
             if shape is None:  # the plan's figures for the job's size (pure: computed once)

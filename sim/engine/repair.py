@@ -97,7 +97,6 @@ class RepairCalendar:
                 self.due_s = self.next_s()
                 return
 
-
     def still_out(self) -> dict[int, float]:
         """When each node still in repair comes back, by the paths drawn (the technicians'
         queue served as `advance` would): for the incident log, at the end of a replica."""

@@ -182,6 +182,7 @@ def simulate_replica(
     job_ref.append(job)
     router = FailureRouter(ledger, job)
     router_ref.append(router)
+    job.router = router
     log = Incidents() if incidents else None
     router.incidents = cluster.incidents = log
     if plan.health_checks is not None:

@@ -55,10 +55,20 @@ for _ in range(8):
 _WORD = [tuple((_HA[k + d], _HA[k + d + 1]) for d in range(4)) for k in (16, 20, 24)]
 _OUT = tuple((_HB[i], _HB[i + 1]) for i in range(8))
 _pools: dict[tuple[int, int], tuple[int, int, int, int]] = {}  # (seed, replica) -> pool
+_seed_pools: dict[int, tuple[int, int, int, int]] = {}  # seed -> pool (one seed per run)
 
 
 def _seed_pool(seed: int) -> tuple[int, int, int, int]:
     """The pool after the seed's four words (padded with zeros) and their cross-mixing."""
+    pool = _seed_pools.get(seed)
+    if pool is None:
+        if len(_seed_pools) > 64:
+            _seed_pools.clear()
+        pool = _seed_pools[seed] = _mixed_seed(seed)
+    return pool
+
+
+def _mixed_seed(seed: int) -> tuple[int, int, int, int]:
     k, pool = 0, []
     for i in range(4):
         h = (((seed >> (32 * i)) & _M) ^ _HA[k]) * _HA[k + 1] & _M

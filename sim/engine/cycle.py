@@ -1,0 +1,527 @@
+"""The failure cycle in line: the common case of the job's life, with no SimPy event.
+
+Most of a long replica is one cycle repeated thousands of times: the job trains a
+stretch of sync checkpoints, a node (or the job) fails, the failure is noticed, the
+node leaves for repair, a spare takes its place, and the job restarts from its last
+checkpoint. When nothing else is due in SimPy's queue before each part of the cycle
+ends (no maintenance, health check, injected failure, other process), nothing else
+can act meanwhile, and the whole cycle is computed here in closed form, moving the
+clock itself: the same steps in the same order as the job process's general path
+(`Job._train`, `_wait`, `FailureSource.fire`, `FailureRouter.route`,
+`Progress.book`, `Job._quick_outage`), the same draws from the same streams, the
+same arithmetic, so every number is identical to the general path's (tested
+replica by replica, `tests/engine/test_cycle.py`).
+
+`run_cycles(job)` runs cycles until one needs the general path and tells the job how
+far it got (`Cycles`). It takes only the common configuration (`eligible`): a
+restart policy; sync checkpoints with no in-memory level, no drain and no contended
+reads; no kept-checkpoint history, validation, storage model, fabric, on-call,
+stragglers, silent or storage classes, timeline or incident log. Anything else, or
+any cycle where something else is due first, goes the general way, which the cycle
+leaves in the state the general path itself would have reached.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from sim.engine.cluster import COLD, OWNED
+from sim.engine.events import Failure
+from sim.engine.failures import BUFFER
+
+# how far an outage got in line (`Job._quick_outage`, `run_cycles`): nothing, detection
+# (the failures merged), the failed nodes sent to repair, the job refilled, or the whole
+# outage (restarted, or aborted by a failure)
+QUICK_NONE, QUICK_DETECTED, QUICK_TAKEN, QUICK_REPLACED, QUICK_ALL = range(5)
+
+# switched off by tests that compare the cycle with the general path
+ENABLED = True
+
+
+@dataclass(slots=True)
+class Cycles:
+    """Where `run_cycles` handed back: `failure` is None when the job is at the start of a
+    stretch (the general path plans it); otherwise a failure it booked, with how far its
+    outage got (`stage`, and the failures detected together once past detection)."""
+
+    failure: Failure | None = None
+    stage: int = QUICK_NONE
+    failures: list[Failure] | None = None
+
+
+def eligible(job) -> bool:
+    """Whether the replica's configuration is the one the cycle computes (fixed for the
+    whole replica: checked once, when the job process starts)."""
+    plan, progress = job.plan, job.progress
+    router = job.router
+    return (
+        ENABLED
+        and job._quick  # no timeline, on-call, elastic growth, fabric, silent or storage class
+        and plan.mode == "sync"
+        and not plan.memory_every
+        and progress.kept is None
+        and progress.storage is None
+        and not job._rewrites
+        and plan.stragglers is None
+        and router is not None
+        and not router.handlers
+        and router.incidents is None
+        and job.cluster.incidents is None
+        and job.clocks is not None
+    )
+
+
+def _next(clocks) -> tuple[float, object]:
+    """`FailureClocks.next` with its `_head`s in line: (wall time, source) of the next
+    failure of any class (inf, None when none is due)."""
+    idle = clocks.idle
+    shift = None if idle is None or idle.since is not None else idle.idle_s
+    wall = clocks.wall
+    if wall.pending or (shift is not None and clocks.compute.pending):
+        return clocks.next()  # clocks started in bulk wait to be sorted: the general way
+    sources = clocks.sources
+    base = wall
+    while True:
+        # the base's earliest live entry, stale ones dropped (`FailureClocks._head`)
+        heap = base.heap
+        while heap:
+            end, position, index = heap[0]
+            if sources[position].ends[index] == end:
+                break
+            heapq.heappop(heap)
+            clocks.stale -= 1
+        else:
+            end = math.inf
+            position = -1
+        from_run = False
+        run_end, at = base.run_end, base.at
+        while True:
+            while at < len(run_end):
+                first = run_end[at]
+                if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
+                    base.at = at
+                    if first < end:
+                        end, position, from_run = first, base.run_pos[at], True
+                    break
+                at += 1
+                clocks.stale -= 1
+            else:
+                base.at = at
+                if base.reserve is not None:
+                    base.settle()  # the run is used up: the next clocks from the reserve
+                    run_end, at = base.run_end, base.at
+                    continue
+            break
+        if base is wall:
+            best, best_position = end, position
+            clocks._due = (base, from_run)
+            if shift is None:
+                break
+            base = clocks.compute
+        else:
+            if end + shift < best:
+                best, best_position = end + shift, position
+                clocks._due = (base, from_run)
+            break
+    return best, (sources[best_position] if best != math.inf else None)
+
+
+def _strike(job, source, now: float) -> int:
+    """`FailureSource.fire` and `FailureRouter.route` in line (the job runs; no silent
+    class, no handler, no incident log): the component's lifetime is renewed and the
+    failure counted (and as a lemon's). Returns the component; the failure is
+    (source, component, now), a `Failure` only when the general path needs one."""
+    base, from_run = source.clocks._due
+    if from_run:
+        base.at += 1
+        index = base.run_idx[base.at - 1]
+    else:
+        index = heapq.heappop(base.heap)[2]
+    if source._next >= len(source._buffer):
+        source._buffer = source.law.sample(source.rng, BUFFER).tolist()
+        source._next = 0
+    lifetime = source._buffer[source._next]
+    source._next += 1
+    per_node = source.per_node
+    if source.slot_scale is not None:
+        lifetime *= float(source.slot_scale[index // per_node])
+    idle = source.idle
+    end = (
+        now if idle is None else (now if idle.since is None else idle.since) - idle.idle_s
+    ) + lifetime
+    source.ends[index] = end
+    heapq.heappush(source.base.heap, (end, source.position, index))
+    ledger = job.ledger
+    cls = source.failure_class.index
+    ledger.failures[cls] += 1
+    router = job.router
+    if per_node and router.faults_matter and router.attributable[cls]:
+        cluster = job.cluster
+        node = cluster.slot_node[index // per_node]
+        if node >= 0 and cluster.faulty[node]:
+            ledger.failures_lemon += 1
+    return index
+
+
+def _failure(struck: tuple) -> Failure:
+    """The `Failure` that `FailureSource.fire` builds, from (source, component, time)."""
+    source, index, time_s = struck
+    per_node = source.per_node
+    failure = Failure.__new__(Failure)
+    fields = failure.__dict__
+    fields.update(source._template)
+    fields["time_s"] = time_s
+    fields["nodes"] = (index // per_node,) if per_node else ()
+    fields["component"] = index * source.gpus
+    return failure
+
+
+def _handed(struck: list[tuple], stage: int) -> Cycles:
+    """Hand the failures struck (oldest first) to the general path at `stage`."""
+    failures = [_failure(each) for each in struck]
+    return Cycles(failures[0], stage, failures if stage > QUICK_NONE else None)
+
+
+def _advance(cluster, calendar, now: float) -> None:
+    """`RepairCalendar.advance` with `Cluster.node_repaired` in line (no incident log; the
+    job neither waits for nodes nor grows, so a node back wakes nobody)."""
+    returns, queue = calendar._returns, calendar._queue
+    plan = cluster.plan
+    to_spares = plan.repair is None or plan.repair.return_to == "spares"
+    while True:
+        if queue and queue[0][0] <= now and (not returns or queue[0][0] <= returns[0][0]):
+            arrival, seq, node, manual_s, fixed = heapq.heappop(queue)
+            free = calendar._free[0]
+            start = arrival if arrival > free else free
+            calendar.technician_wait_s += start - arrival
+            heapq.heapreplace(calendar._free, start + manual_s)
+            heapq.heappush(returns, (start + manual_s, seq, node, fixed))
+        elif returns and returns[0][0] <= now:
+            calendar.returned_s, _, node, fixed = heapq.heappop(returns)
+            cluster.in_repair -= 1
+            if fixed:
+                cluster.faulty[node] = False
+            origin = int(cluster.origin[node])
+            if origin == OWNED or (to_spares and len(cluster.warm) < plan.spare_nodes):
+                cluster.warm.append(node)
+            elif origin == COLD:
+                cluster.cold.append(node)
+            else:
+                cluster.borrowable.append(node)
+        else:
+            calendar.due_s = calendar.next_s()
+            return
+
+
+def _send_to_repair(job, cluster, struck: tuple, slot: int, now: float) -> None:
+    """`Cluster.send_to_repair` in line for the cycle's common case (no misdiagnosis, no
+    incident log): the node in `slot` leaves for repair or retirement."""
+    plan = cluster.plan
+    repair = plan.repair
+    if repair is not None and repair.misdiagnosis_prob > 0:
+        cluster.send_to_repair(_failure(struck), slot)
+        return
+    if not cluster.filled[slot]:
+        return  # already out (two failures of the same node merged)
+    fc = struck[0].failure_class
+    cls = fc.index
+    prob = cluster.fault_prob[cls]
+    lasting = bool(cluster.lasting_rng.random() < prob) if prob else False
+    # `Cluster._leave_one`
+    node = int(cluster.slot_node[slot])
+    if cluster._serving_since:
+        since = cluster._serving_since.pop(node, None)
+        if since is not None:
+            cluster._pool_serving_s += now - since
+    cluster.filled[slot] = False
+    heapq.heappush(cluster._empty, slot)
+    cluster.slot_node[slot] = -1
+    cluster.active -= 1
+    if cluster.on_left is not None:
+        cluster.on_left(slot)
+    clocks = job.clocks
+    for source in cluster.node_sources:
+        ends, per_node = source.ends, source.per_node
+        for i in range(slot * per_node, (slot + 1) * per_node):
+            if ends[i] != math.inf:
+                ends[i] = math.inf
+                clocks.stale += 1
+    cluster.nodes_replaced += 1
+    if lasting:
+        cluster.faulty[node] = True
+    if repair is not None and repair.retire_after_failures:  # `Cluster._retires`
+        times = cluster.history.get(node)
+        if times is None:
+            times = cluster.history[node] = deque()
+        times.append(now)
+        while times and times[0] < now - repair.retire_window_s:
+            times.popleft()
+        if len(times) >= repair.retire_after_failures and not (
+            plan.fleet_nodes - cluster.retired - 1 < plan.nodes
+        ):
+            cluster.retired += 1
+            cluster.lemons_retired += int(cluster.lemon[node])
+            return
+    cluster.in_repair += 1
+    calendar = cluster.calendar
+    shop = cluster.shop
+    if shop is None:
+        duration = cluster.repair_rngs[cls].exponential(fc.repair_mean_s)
+        calendar.back_at(now + duration, node, True)
+        return
+    # `RepairShop.repair`
+    rp, rng = shop.plan, shop.rng
+    manual = shop.manual_repairs
+    if manual.get(node, 0) >= rp.rma_after_manual_repairs:
+        shop.rmas += 1
+        manual[node] = 0
+        calendar.back_at(now + rng.exponential(rp.rma_s), node, True)
+        return
+    auto_end = now + rng.exponential(rp.auto_s)
+    if rng.random() >= rp.escalate_prob:
+        calendar.back_at(auto_end, node, rng.random() >= rp.auto_false_fix_prob)
+        return
+    shop.escalations += 1
+    manual_s = rng.exponential(rp.manual_s)
+    manual[node] = manual.get(node, 0) + 1
+    calendar.to_technician(auto_end, node, manual_s, rng.random() >= rp.manual_false_fix_prob)
+
+
+def _swap_in(job, cluster, now: float) -> None:
+    """`Cluster.resize` by one node in line: the first empty slot takes a warm spare, whose
+    clocks start (`_first_empty`, `_enter_one`, `FailureSource.activate_one`)."""
+    empty, filled = cluster._empty, cluster.filled
+    while filled[empty[0]]:
+        heapq.heappop(empty)
+    slot = heapq.heappop(empty)
+    node = cluster._take_spare()
+    if cluster._pools and cluster.origin[node] != OWNED:
+        cluster._serving_since[node] = now
+    cluster.slot_node[slot] = node
+    filled[slot] = True
+    cluster.active += 1
+    scale = 1.0
+    if cluster.slot_scale is not None:
+        scale = 1.0 / cluster.plan.lemon_multiplier if cluster.faulty[node] else 1.0
+        cluster.slot_scale[slot] = scale
+    clocks = job.clocks
+    for source in cluster.node_sources:
+        factor = scale if source.slot_scale is not None else 1.0
+        if source.per_node != 1:
+            source.activate_one(slot, factor)
+            continue
+        idle = source.idle
+        start = now if idle is None else (now if idle.since is None else idle.since) - idle.idle_s
+        if source._next >= len(source._buffer):
+            source._buffer = source.law.sample(source.rng, BUFFER).tolist()
+            source._next = 0
+        lifetime = source._buffer[source._next]
+        source._next += 1
+        end = start + (lifetime * factor if factor != 1.0 else lifetime)
+        ends = source.ends
+        if ends[slot] != math.inf:
+            clocks.stale += 1
+        ends[slot] = end
+        heapq.heappush(source.base.heap, (end, source.position, slot))
+        if clocks.stale > clocks.limit:
+            clocks.compact()
+
+
+def run_cycles(job) -> Cycles:
+    """Run failure cycles in line from the start of a stretch, as long as nothing else is
+    due first. Returns where the general path takes over."""
+    env, plan, progress, ledger = job.env, job.plan, job.progress, job.ledger
+    cluster, clocks, calendar, idle = job.cluster, job.clocks, job.cluster.calendar, job.idle
+    queue = env._queue
+    deadline = plan.horizon_s
+    total_steps, interval = plan.total_steps, plan.interval_steps
+    nominal_step = plan.step_s
+    step_time = job.step_time
+    shapes = job._shapes
+    caught = job.caught
+    restart_s = plan.restart_s
+    policy_nodes = plan.nodes  # the restart policy: the full complement, or wait
+    load_s = plan.load_s(policy_nodes)  # the checkpoint load on the full complement
+    while True:
+        # ---- the stretch (`Job._train`, `Stretch` of a plain stretch with sync checkpoints)
+        if (
+            job._inbox
+            or job.maintenance_due
+            or caught
+            or progress.pending is not None
+            or job.fabric_partitioned
+        ):
+            return Cycles()
+        nodes = cluster.active
+        shape = shapes.get(nodes)
+        if shape is None:
+            return Cycles()  # the general path computes the figures for this size first
+        replicas, snapshot_s, drain_s, memory_s, nominal_s, slow_s = shape
+        added_s, factor = step_time._added_s, step_time._factor
+        step_s = (nominal_s + added_s) * factor
+        if drain_s != 0.0 or memory_s != 0.0 or (slow_s + added_s) * factor != step_s:
+            return Cycles()
+        start = progress.resume_step
+        done_steps, snapped_s = progress.done_steps, progress.snapped_s
+        first = min(interval, total_steps - start)
+        first_work = (first - done_steps) * step_s
+        first_s = max(first_work, 0.0) + (snapshot_s - snapped_s)
+        full_work = interval * step_s
+        cycle_s = max(full_work, 0.0) + snapshot_s
+        full_cycles, tail_steps = divmod(total_steps - start - first, interval)
+        tail_work = tail_steps * step_s
+        last_full = 1 + full_cycles  # snapshot j ends at first_s + (j - 1) cycles up to it
+        tail_end = first_s + full_cycles * cycle_s + max(tail_work, 0.0) + snapshot_s
+        if tail_steps:
+            checkpoints = 2 + full_cycles
+            duration = tail_end
+        else:
+            checkpoints = last_full
+            duration = first_s + full_cycles * cycle_s
+        duration = duration + 0.0
+        t0 = env._now
+        if idle is not None and idle.since is not None:  # `IdleClock.resume`
+            idle.idle_s += t0 - idle.since
+            idle.since = None
+        until = min(t0 + duration, deadline)
+        wake, source = _next(clocks)
+        if wake >= until or wake == math.inf or (queue and queue[0][0] <= wake):
+            return Cycles()  # the stretch ends first, or something else is due: the general path
+        now = t0 + max(0.0, wake - t0)
+        elapsed = now - t0
+        if elapsed >= duration:
+            return Cycles()
+        # ---- the failure strikes (`Job._wait`, the source's `fire`, the router)
+        env._now = now
+        if calendar.due_s <= now:  # before any decision: the nodes back by now
+            _advance(cluster, calendar, now)
+        struck = (source, _strike(job, source, now), now)
+        job._in_memory = False  # the job is down: its state is no longer on its GPUs
+        # ---- the stretch booked (`Stretch._sync_position`, `Progress.book`)
+        if elapsed < first_s:
+            k = 0
+        else:  # `Stretch._sync_position`: before the stretch's end, k < checkpoints
+            k = max(1, min(1 + int((elapsed - first_s) // cycle_s), checkpoints - 1))
+            while (
+                k + 1 <= checkpoints
+                and (first_s + k * cycle_s if k + 1 <= last_full else tail_end) <= elapsed
+            ):
+                k += 1
+            while (
+                k >= 1 and (first_s + (k - 1) * cycle_s if k <= last_full else tail_end) > elapsed
+            ):
+                k -= 1
+        # when snapshot k ended: what the stretch keeps
+        kept_s = 0.0 if k <= 0 else (first_s + (k - 1) * cycle_s if k <= last_full else tail_end)
+        window_s = elapsed - kept_s
+        if k < checkpoints:
+            if k == 0:
+                work = first_work
+            elif k + 1 <= last_full:
+                work = full_work
+            else:
+                work = tail_work
+            window_snapshot_s = max(0.0, window_s - max(work, 0.0))
+        else:
+            window_snapshot_s = 0.0
+        if k:
+            durable = min(total_steps, start + first + (k - 1) * interval)
+            full = min(k, last_full) - 1
+            kept_compute = first_work + (full * full_work if full > 0 else 0.0)
+            if k > last_full:
+                kept_compute += tail_work
+            steps = durable - progress.durable_step
+            compute = progress.next_compute_s + kept_compute
+            total = progress.next_compute_s + progress.next_other_s + kept_s
+            ideal = steps * nominal_step
+            ledger.ideal_s += ideal
+            diff = compute - ideal  # `excess_s`: a difference within rounding is none
+            ledger.slowdown_s += 0.0 if abs(diff) <= 1e-12 * max(abs(compute), abs(ideal)) else diff
+            ledger.checkpoint_stall_s += total - compute
+            ledger.checkpoints_written += k
+            progress.next_compute_s = progress.next_other_s = 0.0
+            progress.durable_step = durable
+            progress.durable_on_backup = False
+        ledger.lost_work_s += elapsed - kept_s
+        ledger.checkpoints_lost += int(window_snapshot_s > 0)
+        # `Progress.drop`
+        ledger.lost_work_s += progress.next_compute_s + progress.next_other_s
+        progress.next_compute_s = progress.next_other_s = 0.0
+        progress.done_steps = progress.snapped_s = 0.0
+        progress.resume_step = progress.durable_step
+        progress.from_memory = False
+        # ---- the outage (`Job._quick_outage`), again while a failure aborts the restart
+        while True:
+            now = env._now
+            end = now + max(0.0, struck[2] + struck[0].failure_class.detect_s - now)
+            if end > deadline or (queue and queue[0][0] <= end):
+                return _handed([struck], QUICK_NONE)
+            if idle is not None and idle.since is None:  # `IdleClock.pause`
+                idle.since = now
+            failures = [struck]
+            began = now
+            while now < end:
+                wake, source = _next(clocks)
+                step_to = now + max(0.0, (end if wake >= end else wake) - now)
+                env._now = step_to
+                if calendar.due_s <= step_to:
+                    _advance(cluster, calendar, step_to)
+                ledger.downtime_s = ledger.downtime_s + step_to - now
+                now = step_to
+                if wake < end:
+                    failures.append((source, _strike(job, source, now), now))
+            ledger.detect_s += now - began
+            # replacement: the failed nodes leave for repair (`Job._take`)
+            for each in failures:
+                source = each[0]
+                per_node = source.per_node
+                if not per_node:
+                    continue  # the job itself, or a part of it: no node of its own
+                slot = each[1] // per_node
+                if source.failure_class.replace:
+                    if caught:
+                        caught.pop(slot, None)
+                    _send_to_repair(job, cluster, each, slot, now)
+                else:
+                    cluster.fault_stays(_failure(each), slot)
+            if plan.nodes > cluster.active + len(cluster.warm) and cluster.pooled:
+                return _handed(failures, QUICK_TAKEN)
+            if cluster.active + len(cluster.warm) < policy_nodes:
+                return _handed(failures, QUICK_TAKEN)
+            if policy_nodes - cluster.active == 1:
+                _swap_in(job, cluster, now)
+            else:
+                cluster.resize(policy_nodes)
+            # the restart: launch and the checkpoint load
+            load = load_s if progress.durable_step > 0 else 0.0
+            end = now + (restart_s + load)
+            if end > deadline or (queue and queue[0][0] <= end):
+                return _handed(failures, QUICK_REPLACED)
+            ledger.restarts += 1
+            if idle is not None and idle.since is None:  # `IdleClock.pause`
+                idle.since = now
+            began = now
+            abort = None
+            while now < end:
+                wake, source = _next(clocks)
+                step_to = now + max(0.0, (end if wake >= end else wake) - now)
+                env._now = step_to
+                if calendar.due_s <= step_to:
+                    _advance(cluster, calendar, step_to)
+                ledger.downtime_s = ledger.downtime_s + step_to - now
+                now = step_to
+                if wake < end:
+                    abort = (source, _strike(job, source, now), now)
+                    break
+            took = now - began
+            if took > restart_s:
+                ledger.checkpoint_load_s += took - restart_s
+                took = restart_s
+            ledger.restart_s += took
+            if abort is None:
+                break
+            struck = abort
+        job._in_memory = True  # back to training: the next stretch

@@ -1,0 +1,121 @@
+"""The failure cycle in line (sim/engine/cycle.py) gives exactly the general path's numbers:
+every column of every replica identical with the cycle on and off, on the configurations it
+computes, on those it hands over from at each stage, and on random scenarios of the soak."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from benchmarks.cycle_soak import cycle_scenario, differences
+from sim.engine import build_plan, cycle, simulate_replica
+from sim.scenario import ScenarioError, load_scenario
+from tests.conftest import ROOT
+
+SCENARIOS = ROOT / "scenarios"
+LEMONS = [  # lemons, the repair pipeline with false fixes and retirement, a cold pool
+    "cluster.lemon_fraction=0.15",
+    "cluster.lemon_rate_multiplier=5",
+    "cluster.pool_nodes=16",
+    "repair={technicians: 4, retire_after_failures: 3, auto_false_fix_prob: 0.3, "
+    "manual_false_fix_prob: 0.1}",
+]
+PLANNED = [  # maintenance and health checks: the cycle hands over around them
+    "maintenance={every_days: 2, duration_hours: 4}",
+    "health_checks={every_hours: 12, cost_minutes: 10, lead_hours: 12}",
+]
+
+
+@pytest.fixture
+def watched(monkeypatch):
+    """Counts what the cycle did: failures it handled, and the stage of each hand-over."""
+    seen: Counter = Counter()
+    fire, run = cycle._strike, cycle.run_cycles
+
+    def counted_fire(*args):
+        seen["failures in line"] += 1
+        return fire(*args)
+
+    def counted_run(job):
+        handed = run(job)
+        seen[("stage", handed.stage) if handed.failure is not None else "stretch"] += 1
+        return handed
+
+    monkeypatch.setattr(cycle, "_strike", counted_fire)
+    monkeypatch.setattr(cycle, "run_cycles", counted_run)
+    monkeypatch.setattr("sim.engine.job.run_cycles", counted_run)
+    return seen
+
+
+def plan_of(name: str, overrides: list[str]):
+    return build_plan(load_scenario(SCENARIOS / name, overrides=overrides).base)
+
+
+@pytest.mark.parametrize(
+    "name, overrides, replicas",
+    [
+        ("llama70b-1k.yaml", [], 30),
+        ("llama70b-1k.yaml", ["cluster.spare_nodes=1", "failures.1.repair_hours=200"], 10),
+        ("llama7b-128.yaml", LEMONS, 30),
+        ("llama7b-128.yaml", [*LEMONS, "cluster.spare_nodes=0", "cluster.pool_nodes=2"], 20),
+        ("llama7b-128.yaml", [*LEMONS, *PLANNED], 20),
+        (
+            "llama3-405b-16k.yaml",
+            [*LEMONS, *(f"failures.{i}.while_idle=false" for i in range(5))],
+            2,
+        ),
+        ("llama3-405b-16k.yaml", ["cluster.lemon_fraction=0.05", *PLANNED], 2),
+    ],
+)
+def test_the_cycle_gives_the_general_paths_numbers(watched, name, overrides, replicas):
+    plan = plan_of(name, overrides)
+    assert differences(plan, replicas, seed=11) == []
+    assert watched["failures in line"] > 0  # the cycle did the work
+
+
+def test_every_hand_over_is_exercised(watched):
+    """The cycle hands over at the start of a stretch, and with a failure before detection,
+    after sending the nodes to repair (spares and pools short) and before the restart (a
+    planned stop due first): each gives the same numbers, and each happens here."""
+    cases = [
+        ("llama7b-128.yaml", [*LEMONS, "cluster.spare_nodes=0", "cluster.pool_nodes=2"], 20),
+        ("llama7b-128.yaml", [*LEMONS, *PLANNED], 20),
+        ("llama70b-1k.yaml", [*PLANNED, "health_checks.every_hours=0.25"], 3),
+    ]
+    for name, overrides, replicas in cases:
+        assert differences(plan_of(name, overrides), replicas, seed=5) == []
+    stages = {key[1] for key in watched if isinstance(key, tuple)}
+    assert {cycle.QUICK_NONE, cycle.QUICK_TAKEN, cycle.QUICK_REPLACED} <= stages, watched
+    assert watched["stretch"] > 0
+
+
+def test_random_scenarios_give_the_same_numbers(watched):
+    rng = random.Random(2026)
+    ran = 0
+    for i in range(80):
+        try:
+            scenario = cycle_scenario(rng, random.Random(f"cycle-ops-{i}"))
+        except ScenarioError:
+            continue
+        plan = build_plan(scenario)
+        assert differences(plan, 2, seed=i) == [], scenario.model_dump_json(exclude_defaults=True)
+        ran += 1
+    assert ran >= 60
+    assert watched["failures in line"] > 1000
+
+
+def test_the_cycle_stays_out_of_what_it_does_not_compute(watched):
+    """A timeline, async checkpoints, an elastic job, an in-memory level: the general path."""
+    for name, overrides in [
+        ("llama70b-1k.yaml", ["checkpoint.mode=async"]),
+        ("llama70b-1k.yaml", ["recovery.policy=elastic"]),
+        ("llama70b-1k.yaml", ["checkpoint.memory_every_steps=50"]),
+    ]:
+        plan = plan_of(name, overrides)
+        assert differences(plan, 5, seed=1) == []
+    plan = plan_of("llama70b-1k.yaml", [])
+    simulate_replica(plan, 0, 1, timeline=True)
+    simulate_replica(plan, 0, 1, incidents=True)
+    assert watched["failures in line"] == 0
