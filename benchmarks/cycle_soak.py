@@ -5,7 +5,7 @@ every replica must be identical.
 Usage: .venv/bin/python benchmarks/cycle_soak.py [--runs 2000] [--seed 7] [--replicas 2]
 
 The scenarios have sync checkpoints, a restart policy and gpu, node and job failure classes
-(exponential or Weibull), with the identity soak's operations features on top: cold and
+(exponential, Weibull or lognormal: a GPU class with per-GPU clocks), with the identity soak's operations features on top: cold and
 preemptible pools, lemons and lasting faults, the repair pipeline with technicians, RMA,
 retirement, misdiagnosis and false fixes, classes that do not strike idle nodes, planned
 maintenance and health checks (around which the cycle hands over to the general path).
@@ -40,7 +40,7 @@ def cycle_scenario(rng: random.Random, ops: random.Random) -> Scenario:
             {
                 "scope": rng.choice(["gpu", "node", "node", "job"]),
                 "mtbf_hours": rng.uniform(0.02, 5),
-                "distribution": rng.choice(["exponential", "exponential", "weibull"]),
+                "distribution": rng.choice(["exponential", "exponential", "weibull", "lognormal"]),
                 "detect_minutes": rng.uniform(0, 5),
                 "repair_hours": rng.uniform(0.01, 2),
                 "replace": rng.random() < 0.7,

@@ -174,7 +174,8 @@ class Cluster:
             source.activate(slots)
 
     def _enter_one(self, slot: int, node: int) -> None:
-        """`_enter` for one node with plain ints: the hot path of a swap."""
+        """`_enter` for one node with plain ints: the hot path of a swap.
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         if self._pools and self.origin[node] != OWNED:
             self._serving_since[node] = self.env.now
         self.slot_node[slot] = node
@@ -318,7 +319,8 @@ class Cluster:
         """The node in `slot` failed: it leaves for repair (or retirement), with a lasting
         fault if the failure came from one (it keeps one it had). With a misdiagnosis
         another node of the job goes instead and the faulty one stays, with the lasting
-        fault if any (not when the node is `diagnosed` already: a health check names it)."""
+        fault if any (not when the node is `diagnosed` already: a health check names it).
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         if not self.filled[slot]:
             if self.incidents is not None:
                 self.incidents.merged(failure)
@@ -416,7 +418,8 @@ class Cluster:
     def node_repaired(self, node: int, fixed: bool) -> None:
         """A node is back from repair: a true fix cures a lasting fault (and a lemon for
         good), a false fix leaves the node as it was; it refills the warm spares first (or
-        goes back to its pool)."""
+        goes back to its pool).
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         self.in_repair -= 1
         if self.incidents is not None:
             self.incidents.returned(node, self.calendar.returned_s)

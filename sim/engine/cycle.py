@@ -10,13 +10,16 @@ clock itself: the same steps in the same order as the job process's general path
 (`Job._train`, `_wait`, `FailureSource.fire`, `FailureRouter.route`,
 `Progress.book`, `Job._quick_outage`), the same draws from the same streams, the
 same arithmetic, so every number is identical to the general path's (tested
-replica by replica, `tests/engine/test_cycle.py`).
+replica by replica, `tests/engine/test_cycle.py` and `benchmarks/cycle_soak.py`). The
+general path's functions it repeats say so: a change to one is a change to both.
 
 `run_cycles(job)` runs cycles until one needs the general path and tells the job how
 far it got (`Cycles`). It takes only the common configuration (`eligible`): a
 restart policy; sync checkpoints with no in-memory level, no drain and no contended
-reads; no kept-checkpoint history, validation, storage model, fabric, on-call,
-stragglers, silent or storage classes, timeline or incident log. Anything else, or
+reads; no kept-checkpoint history, no corrupt checkpoint to rewrite, no storage model,
+fabric, on-call, stragglers, silent or storage classes, timeline or incident log; no
+callback that would wake the job (a node back wakes nobody: the job neither waits for
+nodes nor grows). Anything else, or
 any cycle where something else is due first, goes the general way, which the cycle
 leaves in the state the general path itself would have reached.
 """
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from sim.engine.cluster import COLD, OWNED
 from sim.engine.events import Failure
 from sim.engine.failures import BUFFER
+from sim.engine.ledger import excess_s
 
 # how far an outage got in line (`Job._quick_outage`, `run_cycles`): nothing, detection
 # (the failures merged), the failed nodes sent to repair, the job refilled, or the whole
@@ -59,6 +63,7 @@ def eligible(job) -> bool:
     router = job.router
     return (
         ENABLED
+        and plan.policy == "restart"  # the full complement, or a wait for nodes
         and job._quick  # no timeline, on-call, elastic growth, fabric, silent or storage class
         and plan.mode == "sync"
         and not plan.memory_every
@@ -381,14 +386,14 @@ def run_cycles(job) -> Cycles:
         else:
             checkpoints = last_full
             duration = first_s + full_cycles * cycle_s
-        duration = duration + 0.0
+        duration = duration + 0.0  # + the drain (none): the float `Stretch.duration_s` holds
         t0 = env._now
         if idle is not None and idle.since is not None:  # `IdleClock.resume`
             idle.idle_s += t0 - idle.since
             idle.since = None
         until = min(t0 + duration, deadline)
         wake, source = _next(clocks)
-        if wake >= until or wake == math.inf or (queue and queue[0][0] <= wake):
+        if wake >= until or (queue and queue[0][0] <= wake):
             return Cycles()  # the stretch ends first, or something else is due: the general path
         now = t0 + max(0.0, wake - t0)
         elapsed = now - t0
@@ -417,16 +422,14 @@ def run_cycles(job) -> Cycles:
         # when snapshot k ended: what the stretch keeps
         kept_s = 0.0 if k <= 0 else (first_s + (k - 1) * cycle_s if k <= last_full else tail_end)
         window_s = elapsed - kept_s
-        if k < checkpoints:
-            if k == 0:
-                work = first_work
-            elif k + 1 <= last_full:
-                work = full_work
-            else:
-                work = tail_work
-            window_snapshot_s = max(0.0, window_s - max(work, 0.0))
+        # time into the next snapshot (k < checkpoints: the stretch has not ended)
+        if k == 0:
+            work = first_work
+        elif k + 1 <= last_full:
+            work = full_work
         else:
-            window_snapshot_s = 0.0
+            work = tail_work
+        window_snapshot_s = max(0.0, window_s - max(work, 0.0))
         if k:
             durable = min(total_steps, start + first + (k - 1) * interval)
             full = min(k, last_full) - 1
@@ -436,10 +439,8 @@ def run_cycles(job) -> Cycles:
             steps = durable - progress.durable_step
             compute = progress.next_compute_s + kept_compute
             total = progress.next_compute_s + progress.next_other_s + kept_s
-            ideal = steps * nominal_step
-            ledger.ideal_s += ideal
-            diff = compute - ideal  # `excess_s`: a difference within rounding is none
-            ledger.slowdown_s += 0.0 if abs(diff) <= 1e-12 * max(abs(compute), abs(ideal)) else diff
+            ledger.ideal_s += steps * nominal_step
+            ledger.slowdown_s += excess_s(compute, steps * nominal_step)
             ledger.checkpoint_stall_s += total - compute
             ledger.checkpoints_written += k
             progress.next_compute_s = progress.next_other_s = 0.0

@@ -175,7 +175,8 @@ class FailureClocks:
 
     def next(self) -> tuple[float, FailureSource | None]:
         """(wall time, source) of the next failure of any class; (inf, None) when none is
-        due (no component in use, or only compute-time clocks while the job is down)."""
+        due (no component in use, or only compute-time clocks while the job is down).
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         best, position, from_run = self._head(self.wall)
         self._due = (self.wall, from_run)
         idle = self.idle
@@ -304,7 +305,8 @@ class FailureSource:
 
     def fire(self) -> None:
         """The class's next failure is due now (the job's wait reached it): renew the
-        component's lifetime and send the failure out."""
+        component's lifetime and send the failure out.
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         index = self.clocks.take()
         lifetime = self._draw1()
         per_node = self.per_node
@@ -409,7 +411,8 @@ class FailureSource:
         self.base.pending.append((ends, self.position, np.arange(size)))
 
     def activate_one(self, slot: int, scale: float) -> None:
-        """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
+        """`activate` for one node slot with a scalar lifetime scale (the swap's hot path).
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         per_node = self.per_node
         base = self.env._now if self.idle is None else self.idle.now()
         if per_node == 1:  # `_draw1` and `_set` in line (the swap's hot path)

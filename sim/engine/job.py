@@ -231,9 +231,9 @@ class Job:
                 handed, self._handed = self._handed, None
                 while failure is not None:
                     stage, failures = QUICK_NONE, None
-                    if handed is not None and handed.stage > QUICK_NONE:
-                        stage, failures = handed.stage, handed.failures  # the cycle got so far
-                        handed = None
+                    given, handed = handed, None
+                    if given is not None and given.stage > QUICK_NONE:
+                        stage, failures = given.stage, given.failures  # the cycle got so far
                     elif self._quick:  # the outage in line, as far as it can go
                         stage, failures = self._quick_outage(failure)
                         if stage == QUICK_ALL:
@@ -605,7 +605,8 @@ class Job:
         same order, as `_detect`, `_take`, `_refill` and `_restart` with their holds (which
         would move the clock without an event too), booking the same pieces. Returns how far
         it got: (QUICK_ALL, the failure that aborted the restart or None), or a stage and
-        the failures detected, for the general path to go on from."""
+        the failures detected, for the general path to go on from.
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         env, inbox, plan, ledger = self.env, self._inbox, self.plan, self.ledger
         queue = env._queue
         now = env._now
@@ -779,7 +780,8 @@ class Job:
         raises comes back through the inbox), or an interrupt from another process.
 
         One timeout at a time, to the earlier of `until` and the next failure of any class;
-        an interrupted one is taken out of SimPy's queue, which so holds only live events."""
+        an interrupted one is taken out of SimPy's queue, which so holds only live events.
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         env, inbox, calendar = self.env, self._inbox, self.cluster.calendar
         while True:
             if inbox:

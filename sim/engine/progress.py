@@ -438,7 +438,8 @@ class Progress:
         """The stretch ends at `position`: keep what is durable, lose the rest (roll back).
 
         With `memory` (a single-node failure and an in-memory level) the job rolls back
-        only to its newest in-memory checkpoint: the work up to it is carried, not lost."""
+        only to its newest in-memory checkpoint: the work up to it is carried, not lost.
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         if self.timeline is not None:
             self._open(elapsed_s)
         self.book_durable(stretch, position, self.env.now - elapsed_s)

@@ -33,6 +33,8 @@ class FailureRouter:
             self.handlers[scope] = handler
 
     def route(self, failure: Failure) -> None:
+        """Count the failure (while the job runs) and hand it to its owner.
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         if not self.job.running:
             return
         if failure.since_s is not None:  # a silent corruption found now: counted when it struck

@@ -308,7 +308,8 @@ class Stretch:
 
     def _sync_position(self, elapsed_s: float) -> Position:
         """`position` of a plain stretch with sync checkpoints and no drain pending: a
-        snapshot is durable when it ends (the same figures, fewer steps)."""
+        snapshot is durable when it ends (the same figures, fewer steps).
+        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
         end = self.snapshot_end_s
         n = self.checkpoints
         if elapsed_s < self.first_s:  # end(1)

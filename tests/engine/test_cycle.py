@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from benchmarks.cycle_soak import cycle_scenario, differences
-from sim.engine import build_plan, cycle, simulate_replica
+from sim.engine import Failure, build_plan, cycle, simulate_replica
 from sim.scenario import ScenarioError, load_scenario
 from tests.conftest import ROOT
 
@@ -106,12 +106,41 @@ def test_random_scenarios_give_the_same_numbers(watched):
     assert watched["failures in line"] > 1000
 
 
+def test_injected_failures_and_instant_recoveries_give_the_same_numbers(watched):
+    """Injected failures are SimPy processes: the cycle hands over before each is due. With
+    no detection time and no restart time the outage's parts are empty."""
+    plan = plan_of("llama70b-1k.yaml", ["failures.1.mtbf_hours=2000"])
+    injected = [
+        Failure(1, "host", t * 3600.0, (t % plan.nodes,), 300.0, True, 3600.0, "node")
+        for t in (5, 17, 40, 41)
+    ]
+    for r in range(5):
+        records = []
+        for on in (False, True):
+            cycle.ENABLED = on
+            try:
+                records.append(simulate_replica(plan, r, 2, injected=injected).row())
+            finally:
+                cycle.ENABLED = True
+        assert records[0] == records[1]
+    instant = [
+        *(f"failures.{i}.detect_minutes=0" for i in range(5)),
+        "recovery.restart_minutes=0",
+    ]
+    assert differences(plan_of("llama7b-128.yaml", [*LEMONS, *instant]), 10, seed=4) == []
+    assert watched["failures in line"] > 0
+
+
 def test_the_cycle_stays_out_of_what_it_does_not_compute(watched):
-    """A timeline, async checkpoints, an elastic job, an in-memory level: the general path."""
+    """A timeline, async checkpoints, an elastic job, an in-memory level, the fabric, the
+    gray failures, backups: the general path."""
     for name, overrides in [
         ("llama70b-1k.yaml", ["checkpoint.mode=async"]),
         ("llama70b-1k.yaml", ["recovery.policy=elastic"]),
         ("llama70b-1k.yaml", ["checkpoint.memory_every_steps=50"]),
+        ("llama70b-1k-fabric.yaml", []),
+        ("llama70b-1k-gray.yaml", []),
+        ("llama70b-1k.yaml", ["storage.backup={kind: object, every: 2}"]),
     ]:
         plan = plan_of(name, overrides)
         assert differences(plan, 5, seed=1) == []

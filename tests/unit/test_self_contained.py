@@ -12,8 +12,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# What a user gets: the package, its inputs, docs, notebooks and benchmarks.
-PRODUCT = ["README.md", "pyproject.toml", "docs", "scenarios", "sim", "notebooks", "benchmarks"]
+# What a user gets: the package, its inputs, docs, notebooks, benchmarks and tests (this file
+# names what it forbids, so it is the one left out).
+PRODUCT = [
+    "README.md",
+    "pyproject.toml",
+    "docs",
+    "scenarios",
+    "sim",
+    "notebooks",
+    "benchmarks",
+    "tests",
+]
+HERE = Path(__file__).resolve()
 SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 BINARY = {".png", ".jpg", ".jpeg", ".gif", ".pdf", ".parquet", ".pyc", ".whl", ".gz", ".zip"}
 
@@ -40,6 +51,7 @@ def product_files() -> list[Path]:
                 if p.is_file()
                 and p.suffix.lower() not in BINARY
                 and not SKIP_DIRS & set(p.relative_to(ROOT).parts)
+                and p.resolve() != HERE
             )
     return files
 
