@@ -1,0 +1,213 @@
+"""The floor of the engine's design on this machine: the bare failure cycle of the
+4,096-node, 256-day case with lemons (bench_engine.py's big-4k-256d+lemons), written as one
+inlined loop on SimPy, with none of the engine's other features. It prices what the design
+itself costs per failure before any of trainsim's semantics beyond the cycle, and what the
+clock layout costs:
+
+  per-class  one clock per node for each node-level failure class (as the engine keeps them:
+             a failure renews its class's clock, a spare starts one clock per class), which
+             keeps common random numbers per node and per class across sweep points;
+  merged     one clock per node at the sum of its classes' rates, the class drawn when it
+             strikes (one clock to start per spare; common random numbers per node only).
+
+The cycle: lifetimes in compute time (every class `while_idle: false`, so nothing fails
+during an outage), a heap of clocks whose top is the victim, sync checkpoints in closed
+form, detection and restart, the node to repair with its whole path drawn (automated
+repair, escalation to a technician served first come first served, false fixes that keep a
+lemon's fault), the oldest warm spare in, one SimPy timeout per stretch and one per
+outage. Job-level classes keep one clock each. Not modelled: the pool, retirement, RMA,
+lasting faults left by failures, the ledger's parts, anything the engine does besides.
+
+Usage: .venv/bin/python benchmarks/design_floor.py [--replicas 3] [--rounds 2]
+Prints µs of CPU per failure for each layout, beside the engine's own figure for the same
+case (`bench_engine.py --only big-4k-256d+lemons`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import simpy
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_engine import OPS_LEMONS, big_overrides, import_engine  # noqa: E402
+
+BLOCK = 4096
+
+
+def floats(rng: np.random.Generator, exponential: bool):
+    """An endless stream of Python floats drawn in numpy blocks."""
+    while True:
+        block = rng.standard_exponential(BLOCK) if exponential else rng.random(BLOCK)
+        yield from block.tolist()
+
+
+def replica(plan, seed: int, merged: bool) -> int:
+    """One replica of the bare cycle; returns the failures it saw."""
+    env = simpy.Environment()
+    rng_fail, rng_repair, rng_lemons = (
+        np.random.Generator(np.random.PCG64(s)) for s in np.random.SeedSequence(seed).spawn(3)
+    )
+    exp, uni = floats(rng_fail, True).__next__, floats(rng_fail, False).__next__
+    rexp, runi = floats(rng_repair, True).__next__, floats(rng_repair, False).__next__
+    nodes, spares = plan.nodes, plan.spare_nodes
+    fleet = nodes + spares
+    faulty = [False] * fleet
+    count = round(plan.lemon_fraction * fleet)
+    for n in rng_lemons.choice(fleet, size=count, replace=False).tolist():
+        faulty[n] = True
+    mult = plan.lemon_multiplier
+    node_means, job_means = [], []
+    for fc in plan.failure_classes:
+        mean = fc.lifetime_s.mean
+        if fc.scope == "gpu":
+            node_means.append(mean / plan.gpus_per_node)  # the first of its GPUs' lifetimes
+        elif fc.scope == "node":
+            node_means.append(mean)
+        else:
+            job_means.append(mean / max(fc.components, 1))
+    classes = len(node_means)
+    rates = [1.0 / m for m in node_means]
+    total_rate = sum(rates)
+    cumulative = list(np.cumsum(rates) / total_rate)
+    detect = [fc.detect_s for fc in plan.failure_classes if fc.scope in ("gpu", "node")]
+    job_detect = [fc.detect_s for fc in plan.failure_classes if fc.scope not in ("gpu", "node")]
+    rp = plan.repair
+    step, interval = plan.step_s, plan.interval_steps
+    snapshot = plan.snapshot_s(nodes)
+    cycle = interval * step + snapshot
+    restart = plan.restart_s + plan.load_s(nodes)
+    remaining = plan.total_steps * step
+    heap: list[tuple[float, int, int]] = []  # (end in compute time, class or -1 - job class, node)
+    # per-class: ends[c][slot]; merged: ends[0][slot]
+    ends = [[0.0] * nodes for _ in range(1 if merged else classes)]
+    slot_node = list(range(nodes))
+    heappush, heappop = heapq.heappush, heapq.heappop
+
+    def start_clocks(slot: int, node: int, tau: float) -> None:
+        scale = 1.0 / mult if faulty[node] else 1.0
+        if merged:
+            end = tau + exp() / total_rate * scale
+            ends[0][slot] = end
+            heappush(heap, (end, 0, slot))
+            return
+        for c in range(classes):
+            end = tau + exp() * node_means[c] * scale
+            ends[c][slot] = end
+            heappush(heap, (end, c, slot))
+
+    for slot in range(nodes):
+        start_clocks(slot, slot, 0.0)
+    for j, mean in enumerate(job_means):
+        heappush(heap, (exp() * mean, -1 - j, 0))
+    warm = deque(range(nodes, fleet))
+    returns: list[tuple[float, int, int, bool]] = []
+    queue: list[tuple[float, int, int, float, bool]] = []
+    free = [0.0] * (rp.technicians or 1)
+    failures = [0]
+
+    def job():
+        tau = 0.0  # compute time
+        left = remaining
+        seq = 0
+        while True:
+            end, cls, slot = heap[0]
+            while cls >= 0 and ends[0 if merged else cls][slot] != end:  # stale
+                heappop(heap)
+                end, cls, slot = heap[0]
+            dt = end - tau
+            finish = left + -(-left // (interval * step)) * snapshot
+            if dt >= finish:
+                yield env.timeout(finish)
+                return
+            yield env.timeout(dt)
+            tau = end
+            done = int(dt // cycle) * interval * step
+            left -= done
+            failures[0] += 1
+            now = env.now
+            if cls < 0:  # the job itself: renew its clock, restart
+                heappop(heap)
+                heappush(heap, (tau + exp() * job_means[-1 - cls], cls, 0))
+                yield env.timeout(job_detect[-1 - cls] + restart)
+                continue
+            node = slot_node[slot]
+            if merged:
+                u = uni()
+                cls = 0
+                while cumulative[cls] < u and cls < classes - 1:
+                    cls += 1
+            heappop(heap)
+            exp()  # the failed class's clock renewed (the engine's draw), then the node leaves
+            for row in ends:
+                row[slot] = float("inf")
+            # the repair path, drawn now
+            seq += 1
+            auto_end = now + rexp() * rp.auto_s
+            if runi() >= rp.escalate_prob:
+                heappush(returns, (auto_end, seq, node, runi() >= rp.auto_false_fix_prob))
+            else:
+                heappush(
+                    queue,
+                    (auto_end, seq, node, rexp() * rp.manual_s, runi() >= rp.manual_false_fix_prob),
+                )
+            t = now + detect[cls]
+            while True:  # the calendar advanced to the present
+                if queue and queue[0][0] <= t and (not returns or queue[0][0] <= returns[0][0]):
+                    arrival, s, n, manual, fixed = heappop(queue)
+                    begin = arrival if arrival > free[0] else free[0]
+                    heapq.heapreplace(free, begin + manual)
+                    heappush(returns, (begin + manual, s, n, fixed))
+                elif returns and returns[0][0] <= t:
+                    _, _, n, fixed = heappop(returns)
+                    if fixed:
+                        faulty[n] = False
+                    warm.append(n)
+                else:
+                    break
+            spare = warm.popleft()
+            slot_node[slot] = spare
+            start_clocks(slot, spare, tau)
+            yield env.timeout(detect[cls] + restart)
+
+    env.run(until=env.process(job()))
+    return failures[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best kept)")
+    args = parser.parse_args()
+    import_engine(ROOT)
+    from sim.engine import build_plan
+    from sim.scenario import load_scenario
+
+    path = ROOT / "scenarios" / "llama3-405b-16k.yaml"
+    overrides, _ = big_overrides(ROOT)
+    idle = [f"failures.{i}.while_idle=false" for i in range(len(load_scenario(path).base.failures))]
+    plan = build_plan(load_scenario(path, overrides=overrides + OPS_LEMONS + idle).base)
+    best: dict[str, float] = {}
+    for _ in range(args.rounds):
+        for layout in ("per-class", "merged"):
+            start, failures = time.process_time(), 0
+            for seed in range(args.replicas):
+                failures += replica(plan, seed, layout == "merged")
+            us = (time.process_time() - start) / failures * 1e6
+            best[layout] = min(best.get(layout, us), us)
+            print(
+                f"{layout:<10} {us:6.2f} µs of CPU per failure ({failures // args.replicas} per replica)"
+            )
+    print("best: " + ", ".join(f"{k} {v:.2f} µs" for k, v in best.items()))
+
+
+if __name__ == "__main__":
+    main()
