@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.identity_soak import add_operations  # noqa: E402
+from benchmarks.identity_soak import add_operations, tiny_cluster  # noqa: E402
 from sim.engine import build_plan, cycle, simulate_replica  # noqa: E402
 from sim.scenario import ScenarioError  # noqa: E402
 from sim.schema import Scenario  # noqa: E402
@@ -49,11 +49,7 @@ def cycle_scenario(rng: random.Random, ops: random.Random) -> Scenario:
         for j in range(rng.randint(1, 3))
     ]
     sections: dict = dict(
-        cluster={
-            "nodes": rng.randint(1, 8),
-            "gpus_per_node": rng.choice([1, 2, 4]),
-            "spare_nodes": rng.randint(0, 3),
-        },
+        cluster=tiny_cluster(rng),
         checkpoint={
             "interval_steps": rng.randint(1, 400),
             "snapshot_GB_s_per_node": rng.uniform(0.5, 50),

@@ -86,11 +86,7 @@ def random_scenario(
     if every:
         storage["backup"] = {"kind": "object", "every": every}
     sections: dict[str, Any] = dict(
-        cluster={
-            "nodes": rng.randint(1, 8),
-            "gpus_per_node": rng.choice([1, 2, 4]),
-            "spare_nodes": rng.randint(0, 3),
-        },
+        cluster=tiny_cluster(rng),
         checkpoint={
             "interval_steps": rng.randint(1, 400),
             "mode": rng.choice(["sync", "async"]),
@@ -115,6 +111,15 @@ def random_scenario(
     if gray is not None:
         add_gray(gray, sections)
     return tiny(**sections)
+
+
+def tiny_cluster(rng: random.Random) -> dict[str, int]:
+    """1-8 nodes of 1, 2 or 4 GPUs and 0-3 warm spares."""
+    return {
+        "nodes": rng.randint(1, 8),
+        "gpus_per_node": rng.choice([1, 2, 4]),
+        "spare_nodes": rng.randint(0, 3),
+    }
 
 
 def add_gray(rng: random.Random, s: dict[str, Any]) -> None:

@@ -27,11 +27,8 @@ leaves in the state the general path itself would have reached.
 from __future__ import annotations
 
 import heapq
-import math
-from collections import deque
 from dataclasses import dataclass
 
-from sim.engine.cluster import COLD, OWNED
 from sim.engine.events import Failure
 from sim.engine.failures import BUFFER
 from sim.engine.ledger import excess_s
@@ -79,61 +76,6 @@ def eligible(job) -> bool:
     )
 
 
-def _next(clocks) -> tuple[float, object]:
-    """`FailureClocks.next` with its `_head`s in line: (wall time, source) of the next
-    failure of any class (inf, None when none is due)."""
-    idle = clocks.idle
-    shift = None if idle is None or idle.since is not None else idle.idle_s
-    wall = clocks.wall
-    if wall.pending or (shift is not None and clocks.compute.pending):
-        return clocks.next()  # clocks started in bulk wait to be sorted: the general way
-    sources = clocks.sources
-    base = wall
-    while True:
-        # the base's earliest live entry, stale ones dropped (`FailureClocks._head`)
-        heap = base.heap
-        while heap:
-            end, position, index = heap[0]
-            if sources[position].ends[index] == end:
-                break
-            heapq.heappop(heap)
-            clocks.stale -= 1
-        else:
-            end = math.inf
-            position = -1
-        from_run = False
-        run_end, at = base.run_end, base.at
-        while True:
-            while at < len(run_end):
-                first = run_end[at]
-                if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
-                    base.at = at
-                    if first < end:
-                        end, position, from_run = first, base.run_pos[at], True
-                    break
-                at += 1
-                clocks.stale -= 1
-            else:
-                base.at = at
-                if base.reserve is not None:
-                    base.settle()  # the run is used up: the next clocks from the reserve
-                    run_end, at = base.run_end, base.at
-                    continue
-            break
-        if base is wall:
-            best, best_position = end, position
-            clocks._due = (base, from_run)
-            if shift is None:
-                break
-            base = clocks.compute
-        else:
-            if end + shift < best:
-                best, best_position = end + shift, position
-                clocks._due = (base, from_run)
-            break
-    return best, (sources[best_position] if best != math.inf else None)
-
-
 def _strike(job, source, now: float) -> int:
     """`FailureSource.fire` and `FailureRouter.route` in line (the job runs; no silent
     class, no handler, no incident log): the component's lifetime is renewed and the
@@ -172,16 +114,9 @@ def _strike(job, source, now: float) -> int:
 
 
 def _failure(struck: tuple) -> Failure:
-    """The `Failure` that `FailureSource.fire` builds, from (source, component, time)."""
+    """The `Failure` that `FailureSource.fire` sends, from (source, component, time)."""
     source, index, time_s = struck
-    per_node = source.per_node
-    failure = Failure.__new__(Failure)
-    fields = failure.__dict__
-    fields.update(source._template)
-    fields["time_s"] = time_s
-    fields["nodes"] = (index // per_node,) if per_node else ()
-    fields["component"] = index * source.gpus
-    return failure
+    return source.failure(index, time_s)
 
 
 def _handed(struck: list[tuple], stage: int) -> Cycles:
@@ -190,35 +125,19 @@ def _handed(struck: list[tuple], stage: int) -> Cycles:
     return Cycles(failures[0], stage, failures if stage > QUICK_NONE else None)
 
 
-def _advance(cluster, calendar, now: float) -> None:
-    """`RepairCalendar.advance` with `Cluster.node_repaired` in line (no incident log; the
-    job neither waits for nodes nor grows, so a node back wakes nobody)."""
-    returns, queue = calendar._returns, calendar._queue
-    plan = cluster.plan
-    to_spares = plan.repair is None or plan.repair.return_to == "spares"
-    while True:
-        if queue and queue[0][0] <= now and (not returns or queue[0][0] <= returns[0][0]):
-            arrival, seq, node, manual_s, fixed = heapq.heappop(queue)
-            free = calendar._free[0]
-            start = arrival if arrival > free else free
-            calendar.technician_wait_s += start - arrival
-            heapq.heapreplace(calendar._free, start + manual_s)
-            heapq.heappush(returns, (start + manual_s, seq, node, fixed))
-        elif returns and returns[0][0] <= now:
-            calendar.returned_s, _, node, fixed = heapq.heappop(returns)
-            cluster.in_repair -= 1
-            if fixed:
-                cluster.faulty[node] = False
-            origin = int(cluster.origin[node])
-            if origin == OWNED or (to_spares and len(cluster.warm) < plan.spare_nodes):
-                cluster.warm.append(node)
-            elif origin == COLD:
-                cluster.cold.append(node)
-            else:
-                cluster.borrowable.append(node)
-        else:
-            calendar.due_s = calendar.next_s()
-            return
+def _down_until(job, now: float, end: float) -> tuple[float, object]:
+    """While the job is down (`Job._quick_wait`): the clock moves to the next failure before
+    `end`, or to `end`, the time booked to downtime, the nodes back by then returned.
+    Returns the new time and the source of the failure due then, or None."""
+    wake, source = job.clocks.next()
+    env = job.env
+    then = env._now = now + max(0.0, (end if wake >= end else wake) - now)
+    calendar = job.cluster.calendar
+    if calendar.due_s <= then:
+        calendar.advance(then)
+    ledger = job.ledger
+    ledger.downtime_s = ledger.downtime_s + then - now
+    return then, (source if wake < end else None)
 
 
 def _send_to_repair(job, cluster, struck: tuple, slot: int, now: float) -> None:
@@ -235,109 +154,31 @@ def _send_to_repair(job, cluster, struck: tuple, slot: int, now: float) -> None:
     cls = fc.index
     prob = cluster.fault_prob[cls]
     lasting = bool(cluster.lasting_rng.random() < prob) if prob else False
-    # `Cluster._leave_one`
-    node = int(cluster.slot_node[slot])
-    if cluster._serving_since:
-        since = cluster._serving_since.pop(node, None)
-        if since is not None:
-            cluster._pool_serving_s += now - since
-    cluster.filled[slot] = False
-    heapq.heappush(cluster._empty, slot)
-    cluster.slot_node[slot] = -1
-    cluster.active -= 1
-    if cluster.on_left is not None:
-        cluster.on_left(slot)
-    clocks = job.clocks
-    for source in cluster.node_sources:
-        ends, per_node = source.ends, source.per_node
-        for i in range(slot * per_node, (slot + 1) * per_node):
-            if ends[i] != math.inf:
-                ends[i] = math.inf
-                clocks.stale += 1
+    node = cluster._leave_one(slot)
     cluster.nodes_replaced += 1
     if lasting:
         cluster.faulty[node] = True
-    if repair is not None and repair.retire_after_failures:  # `Cluster._retires`
-        times = cluster.history.get(node)
-        if times is None:
-            times = cluster.history[node] = deque()
-        times.append(now)
-        while times and times[0] < now - repair.retire_window_s:
-            times.popleft()
-        if len(times) >= repair.retire_after_failures and not (
-            plan.fleet_nodes - cluster.retired - 1 < plan.nodes
-        ):
-            cluster.retired += 1
-            cluster.lemons_retired += int(cluster.lemon[node])
-            return
+    if cluster._retires(node):
+        return
     cluster.in_repair += 1
-    calendar = cluster.calendar
-    shop = cluster.shop
-    if shop is None:
+    if cluster.shop is not None:
+        cluster.shop.repair(node)
+    else:
         duration = cluster.repair_rngs[cls].exponential(fc.repair_mean_s)
-        calendar.back_at(now + duration, node, True)
-        return
-    # `RepairShop.repair`
-    rp, rng = shop.plan, shop.rng
-    manual = shop.manual_repairs
-    if manual.get(node, 0) >= rp.rma_after_manual_repairs:
-        shop.rmas += 1
-        manual[node] = 0
-        calendar.back_at(now + rng.exponential(rp.rma_s), node, True)
-        return
-    auto_end = now + rng.exponential(rp.auto_s)
-    if rng.random() >= rp.escalate_prob:
-        calendar.back_at(auto_end, node, rng.random() >= rp.auto_false_fix_prob)
-        return
-    shop.escalations += 1
-    manual_s = rng.exponential(rp.manual_s)
-    manual[node] = manual.get(node, 0) + 1
-    calendar.to_technician(auto_end, node, manual_s, rng.random() >= rp.manual_false_fix_prob)
-
-
-def _swap_in(job, cluster, now: float) -> None:
-    """`Cluster.resize` by one node in line: the first empty slot takes a warm spare, whose
-    clocks start (`_first_empty`, `_enter_one`, `FailureSource.activate_one`)."""
-    empty, filled = cluster._empty, cluster.filled
-    while filled[empty[0]]:
-        heapq.heappop(empty)
-    slot = heapq.heappop(empty)
-    node = cluster._take_spare()
-    if cluster._pools and cluster.origin[node] != OWNED:
-        cluster._serving_since[node] = now
-    cluster.slot_node[slot] = node
-    filled[slot] = True
-    cluster.active += 1
-    scale = 1.0
-    if cluster.slot_scale is not None:
-        scale = 1.0 / cluster.plan.lemon_multiplier if cluster.faulty[node] else 1.0
-        cluster.slot_scale[slot] = scale
-    clocks = job.clocks
-    for source in cluster.node_sources:
-        factor = scale if source.slot_scale is not None else 1.0
-        if source.per_node != 1:
-            source.activate_one(slot, factor)
-            continue
-        idle = source.idle
-        start = now if idle is None else (now if idle.since is None else idle.since) - idle.idle_s
-        if source._next >= len(source._buffer):
-            source._buffer = source.law.sample(source.rng, BUFFER).tolist()
-            source._next = 0
-        lifetime = source._buffer[source._next]
-        source._next += 1
-        end = start + (lifetime * factor if factor != 1.0 else lifetime)
-        ends = source.ends
-        if ends[slot] != math.inf:
-            clocks.stale += 1
-        ends[slot] = end
-        heapq.heappush(source.base.heap, (end, source.position, slot))
-        if clocks.stale > clocks.limit:
-            clocks.compact()
+        cluster.calendar.back_at(now + duration, node, True)
 
 
 def run_cycles(job) -> Cycles:
     """Run failure cycles in line from the start of a stretch, as long as nothing else is
     due first. Returns where the general path takes over."""
+    job._in_line = True  # a cause raised meanwhile waits in the job's inbox (none is, here)
+    try:
+        return _cycles(job)
+    finally:
+        job._in_line = False
+
+
+def _cycles(job) -> Cycles:
     env, plan, progress, ledger = job.env, job.plan, job.progress, job.ledger
     cluster, clocks, calendar, idle = job.cluster, job.clocks, job.cluster.calendar, job.idle
     queue = env._queue
@@ -392,7 +233,7 @@ def run_cycles(job) -> Cycles:
             idle.idle_s += t0 - idle.since
             idle.since = None
         until = min(t0 + duration, deadline)
-        wake, source = _next(clocks)
+        wake, source = clocks.next()
         if wake >= until or (queue and queue[0][0] <= wake):
             return Cycles()  # the stretch ends first, or something else is due: the general path
         now = t0 + max(0.0, wake - t0)
@@ -402,7 +243,7 @@ def run_cycles(job) -> Cycles:
         # ---- the failure strikes (`Job._wait`, the source's `fire`, the router)
         env._now = now
         if calendar.due_s <= now:  # before any decision: the nodes back by now
-            _advance(cluster, calendar, now)
+            calendar.advance(now)
         struck = (source, _strike(job, source, now), now)
         job._in_memory = False  # the job is down: its state is no longer on its GPUs
         # ---- the stretch booked (`Stretch._sync_position`, `Progress.book`)
@@ -458,21 +299,15 @@ def run_cycles(job) -> Cycles:
         while True:
             now = env._now
             end = now + max(0.0, struck[2] + struck[0].failure_class.detect_s - now)
-            if end > deadline or (queue and queue[0][0] <= end):
+            if job._inbox or end > deadline or (queue and queue[0][0] <= end):
                 return _handed([struck], QUICK_NONE)
             if idle is not None and idle.since is None:  # `IdleClock.pause`
                 idle.since = now
             failures = [struck]
             began = now
-            while now < end:
-                wake, source = _next(clocks)
-                step_to = now + max(0.0, (end if wake >= end else wake) - now)
-                env._now = step_to
-                if calendar.due_s <= step_to:
-                    _advance(cluster, calendar, step_to)
-                ledger.downtime_s = ledger.downtime_s + step_to - now
-                now = step_to
-                if wake < end:
+            while now < end:  # failures meanwhile merge into it
+                now, source = _down_until(job, now, end)
+                if source is not None:
                     failures.append((source, _strike(job, source, now), now))
             ledger.detect_s += now - began
             # replacement: the failed nodes leave for repair (`Job._take`)
@@ -492,29 +327,20 @@ def run_cycles(job) -> Cycles:
                 return _handed(failures, QUICK_TAKEN)
             if cluster.active + len(cluster.warm) < policy_nodes:
                 return _handed(failures, QUICK_TAKEN)
-            if policy_nodes - cluster.active == 1:
-                _swap_in(job, cluster, now)
-            else:
-                cluster.resize(policy_nodes)
+            cluster.resize(policy_nodes)
             # the restart: launch and the checkpoint load
             load = load_s if progress.durable_step > 0 else 0.0
             end = now + (restart_s + load)
-            if end > deadline or (queue and queue[0][0] <= end):
+            if job._inbox or end > deadline or (queue and queue[0][0] <= end):
                 return _handed(failures, QUICK_REPLACED)
             ledger.restarts += 1
             if idle is not None and idle.since is None:  # `IdleClock.pause`
                 idle.since = now
             began = now
             abort = None
-            while now < end:
-                wake, source = _next(clocks)
-                step_to = now + max(0.0, (end if wake >= end else wake) - now)
-                env._now = step_to
-                if calendar.due_s <= step_to:
-                    _advance(cluster, calendar, step_to)
-                ledger.downtime_s = ledger.downtime_s + step_to - now
-                now = step_to
-                if wake < end:
+            while now < end:  # a failure aborts it
+                now, source = _down_until(job, now, end)
+                if source is not None:
                     abort = (source, _strike(job, source, now), now)
                     break
             took = now - began

@@ -142,49 +142,60 @@ class FailureClocks:
             else:
                 source.base = self.wall
 
-    def _head(self, base: ClockBase) -> tuple[float, int, bool]:
-        """(end, source position, from the run) of the base's earliest live entry."""
-        if base.pending:
-            base.settle()
-        sources = self.sources
-        heap = base.heap
-        while heap:
-            end, position, index = heap[0]
-            if sources[position].ends[index] == end:
-                break
-            heapq.heappop(heap)
-            self.stale -= 1
-        else:
-            end = math.inf
-            position = -1
-        while True:
-            run_end, at = base.run_end, base.at
-            while at < len(run_end):
-                first = run_end[at]
-                if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
-                    base.at = at
-                    if first < end:
-                        return first, base.run_pos[at], True
-                    return end, position, False
-                at += 1
-                self.stale -= 1
-            base.at = at
-            if base.reserve is None:
-                return end, position, False
-            base.settle()  # the run is used up: the next clocks from the reserve
-
     def next(self) -> tuple[float, FailureSource | None]:
         """(wall time, source) of the next failure of any class; (inf, None) when none is
-        due (no component in use, or only compute-time clocks while the job is down).
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
-        best, position, from_run = self._head(self.wall)
-        self._due = (self.wall, from_run)
+        due (no component in use, or only compute-time clocks while the job is down): the
+        earliest live entry of each time base in use (stale ones dropped on the way), the
+        wall's, then the compute time's shifted by the idle time. `take` pops the one found.
+        (The engine's hot path: both heads in line, no call per base.)"""
         idle = self.idle
-        if idle is not None and idle.since is None:
-            end, other, run = self._head(self.compute)
-            if end + idle.idle_s < best:
-                best, position, self._due = end + idle.idle_s, other, (self.compute, run)
-        return best, (self.sources[position] if best != math.inf else None)
+        shift = None if idle is None or idle.since is not None else idle.idle_s
+        sources = self.sources
+        base = wall = self.wall
+        while True:
+            if base.pending:
+                base.settle()
+            heap = base.heap
+            while heap:
+                end, position, index = heap[0]
+                if sources[position].ends[index] == end:
+                    break
+                heapq.heappop(heap)
+                self.stale -= 1
+            else:
+                end = math.inf
+                position = -1
+            from_run = False
+            run_end, at = base.run_end, base.at
+            while True:
+                while at < len(run_end):
+                    first = run_end[at]
+                    if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
+                        base.at = at
+                        if first < end:
+                            end, position, from_run = first, base.run_pos[at], True
+                        break
+                    at += 1
+                    self.stale -= 1
+                else:
+                    base.at = at
+                    if base.reserve is not None:
+                        base.settle()  # the run is used up: the next clocks from the reserve
+                        run_end, at = base.run_end, base.at
+                        continue
+                break
+            if base is wall:
+                best, best_position = end, position
+                self._due = (base, from_run)
+                if shift is None:
+                    break
+                base = self.compute
+            else:
+                if end + shift < best:
+                    best, best_position = end + shift, position
+                    self._due = (base, from_run)
+                break
+        return best, (sources[best_position] if best != math.inf else None)
 
     def take(self) -> int:
         """Pop the entry `next` found (its component's index)."""
@@ -317,13 +328,19 @@ class FailureSource:
         end = (now if idle is None else idle.now()) + lifetime
         self.ends[index] = end
         heapq.heappush(self.base.heap, (end, self.position, index))
+        self.strike(self.failure(index, now))
+
+    def failure(self, index: int, time_s: float) -> Failure:
+        """The failure of component `index` at `time_s` (built from the class's template
+        without the frozen dataclass's per-field __init__: the hot path)."""
+        per_node = self.per_node
         failure = Failure.__new__(Failure)
         fields = failure.__dict__
         fields.update(self._template)
-        fields["time_s"] = now
+        fields["time_s"] = time_s
         fields["nodes"] = (index // per_node,) if per_node else ()
         fields["component"] = index * self.gpus
-        self.strike(failure)
+        return failure
 
     def _set(self, index: int, end: float) -> None:
         if self.ends[index] != math.inf:
