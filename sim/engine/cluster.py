@@ -174,8 +174,7 @@ class Cluster:
             source.activate(slots)
 
     def _enter_one(self, slot: int, node: int) -> None:
-        """`_enter` for one node with plain ints: the hot path of a swap.
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        """`_enter` for one node with plain ints: the hot path of a swap."""
         if self._pools and self.origin[node] != OWNED:
             self._serving_since[node] = self.env.now
         self.slot_node[slot] = node
@@ -418,8 +417,7 @@ class Cluster:
     def node_repaired(self, node: int, fixed: bool) -> None:
         """A node is back from repair: a true fix cures a lasting fault (and a lemon for
         good), a false fix leaves the node as it was; it refills the warm spares first (or
-        goes back to its pool).
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        goes back to its pool)."""
         self.in_repair -= 1
         if self.incidents is not None:
             self.incidents.returned(node, self.calendar.returned_s)

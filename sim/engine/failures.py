@@ -428,8 +428,7 @@ class FailureSource:
         self.base.pending.append((ends, self.position, np.arange(size)))
 
     def activate_one(self, slot: int, scale: float) -> None:
-        """`activate` for one node slot with a scalar lifetime scale (the swap's hot path).
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
         per_node = self.per_node
         base = self.env._now if self.idle is None else self.idle.now()
         if per_node == 1:  # `_draw1` and `_set` in line (the swap's hot path)

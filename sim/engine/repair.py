@@ -80,8 +80,7 @@ class RepairCalendar:
         return first
 
     def advance(self, now: float) -> None:
-        """Serve the technicians' queue and hand back the returns, in time order, up to `now`.
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        """Serve the technicians' queue and hand back the returns, in time order, up to `now`."""
         returns, queue = self._returns, self._queue
         while True:
             if queue and queue[0][0] <= now and (not returns or queue[0][0] <= returns[0][0]):
@@ -138,8 +137,7 @@ class RepairShop:
         return self.calendar.technician_wait_s
 
     def repair(self, node: int) -> str:
-        """Draw the node's path and book its return; the path's name (the incident log's).
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        """Draw the node's path and book its return; the path's name (the incident log's)."""
         plan, rng, now = self.plan, self.rng, self.env.now
         if self.manual_repairs.get(node, 0) >= plan.rma_after_manual_repairs:
             self.rmas += 1
