@@ -18,9 +18,11 @@ lemon's fault), the oldest warm spare in, one SimPy timeout per stretch and one 
 outage. Job-level classes keep one clock each. Not modelled: the pool, retirement, RMA,
 lasting faults left by failures, the ledger's parts, anything the engine does besides.
 
-Usage: .venv/bin/python benchmarks/design_floor.py [--replicas 3] [--rounds 2]
-Prints µs of CPU per failure for each layout, beside the engine's own figure for the same
-case (`bench_engine.py --only big-4k-256d+lemons`).
+Usage: .venv/bin/python benchmarks/design_floor.py [--replicas 3] [--rounds 2] [--engine]
+Prints µs of CPU per failure for each layout; with --engine, the engine's own replicas of
+the same case (bench_engine.py's big-4k-256d+lemons) run in each round too, interleaved, so
+that the engine's cost over the floor is measured under the same load (the machine's speed
+can move by half between runs minutes apart: compare within a round).
 """
 
 from __future__ import annotations
@@ -186,26 +188,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best kept)")
+    parser.add_argument("--engine", action="store_true", help="the engine's replicas too")
     args = parser.parse_args()
     import_engine(ROOT)
-    from sim.engine import build_plan
+    from sim.engine import build_plan, simulate_replica
     from sim.scenario import load_scenario
 
     path = ROOT / "scenarios" / "llama3-405b-16k.yaml"
     overrides, _ = big_overrides(ROOT)
     idle = [f"failures.{i}.while_idle=false" for i in range(len(load_scenario(path).base.failures))]
     plan = build_plan(load_scenario(path, overrides=overrides + OPS_LEMONS + idle).base)
+    layouts = ["per-class", "merged", *(["engine"] if args.engine else [])]
     best: dict[str, float] = {}
-    for _ in range(args.rounds):
-        for layout in ("per-class", "merged"):
+    for round_ in range(1, args.rounds + 1):
+        figures = {}
+        for layout in layouts:
             start, failures = time.process_time(), 0
             for seed in range(args.replicas):
-                failures += replica(plan, seed, layout == "merged")
-            us = (time.process_time() - start) / failures * 1e6
+                if layout == "engine":
+                    failures += simulate_replica(plan, seed, 0).failures
+                else:
+                    failures += replica(plan, seed, layout == "merged")
+            us = figures[layout] = (time.process_time() - start) / failures * 1e6
             best[layout] = min(best.get(layout, us), us)
-            print(
-                f"{layout:<10} {us:6.2f} µs of CPU per failure ({failures // args.replicas} per replica)"
-            )
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in figures.items())
+        if args.engine:
+            shown += f"; engine / per-class {figures['engine'] / figures['per-class']:.2f}"
+        print(f"round {round_}: µs of CPU per failure: {shown}")
     print("best: " + ", ".join(f"{k} {v:.2f} µs" for k, v in best.items()))
 
 
