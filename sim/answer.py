@@ -128,23 +128,36 @@ def readable(metric: str, value: float, signed: bool = False, unit: str | None =
     sign = "-" if value < 0 else ("+" if signed and value > 0 else "")
     magnitude = abs(value)
     if metric_unit == "USD":
-        return "$0" if round(magnitude) == 0 else f"{sign}${magnitude:,.0f}"
+        return dollars(sign, magnitude)
     if metric in PERCENT:
         digits = 1 if metric == "finished_fraction" else 2
         if signed:
             text = f"{magnitude * 100:.{digits}f}"
             return ("0" if float(text) == 0 else sign + text) + " pp"
         return f"{sign}{magnitude * 100:.{digits}f}%"
-    if magnitude < 1e-9:
-        return "0"
-    if magnitude >= 1000:
-        text = f"{magnitude:,.0f}"
-    elif magnitude >= 100:
-        text = f"{magnitude:.1f}"
-    else:
-        text = f"{magnitude:.3g}"
+    text = figure(magnitude, big=1000.0, digits=3)
+    if text == "0":
+        return text
     suffix = f" {metric_unit}" if metric_unit else ""
     return sign + text + suffix
+
+
+def dollars(sign: str, magnitude: float) -> str:
+    """A cost in whole dollars with thousands separators ($0 for less than half a dollar)."""
+    return "$0" if round(magnitude) == 0 else f"{sign}${magnitude:,.0f}"
+
+
+def figure(magnitude: float, big: float = 1e4, digits: int = 4) -> str:
+    """A non-negative number in a few digits: 0 for float noise (below 1e-9), whole with
+    thousands separators from `big`, one decimal from 100, else `digits` significant
+    digits."""
+    if magnitude < 1e-9:
+        return "0"
+    if magnitude >= big:
+        return f"{magnitude:,.0f}"
+    if magnitude >= 100:
+        return f"{magnitude:.1f}"
+    return f"{magnitude:.{digits}g}"
 
 
 def readable_interval(metric: str, low: float, high: float) -> str:

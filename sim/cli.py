@@ -421,7 +421,7 @@ def optimize(
         raise click.BadParameter(
             f"optimize needs at least two candidate values of {key} that can run, got "
             f"{len(loaded.feasible)}; infeasible: "
-            + "; ".join(f"{_fmt_value(v)}: {reason}" for v, reason in infeasible.items()),
+            + "; ".join(f"{answer.value_text(v)}: {reason}" for v, reason in infeasible.items()),
             param_hint="--param",
         )
     feasibility.check(loaded)
@@ -496,12 +496,16 @@ def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None
     for row in best.points.to_dict(orient="records"):
         if row["verdict"] == "infeasible":
             table.add_row(
-                _fmt_value(row[key]), "—", "—", "", f"infeasible: {escape(row['infeasible'])}"
+                answer.value_text(row[key]),
+                "—",
+                "—",
+                "",
+                f"infeasible: {escape(row['infeasible'])}",
             )
             continue
         tied = row["verdict"] in ("best", "tied for best")
         table.add_row(
-            _fmt_value(row[key]),
+            answer.value_text(row[key]),
             _fmt_metric(metric, row[statistic], unit=False),
             f"{_fmt_metric(metric, row['ci_low'], unit=False)} – {_fmt_metric(metric, row['ci_high'], unit=False)}",
             ""
@@ -514,11 +518,11 @@ def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None
     console.print(table)
     value = _fmt_metric(metric, best.best_value)
     if best.best is None:
-        values = ", ".join(_fmt_value(v) for v in best.tied)
+        values = ", ".join(answer.value_text(v) for v in best.tied)
         console.print(
             f"no single best {key}: {values} tie at {statistic} {metric} {value}"
             + (
-                f"; the next, {_fmt_value(best.runner_up)}, is worse by {_fmt_metric(metric, best.difference)}"
+                f"; the next, {answer.value_text(best.runner_up)}, is worse by {_fmt_metric(metric, best.difference)}"
                 if best.runner_up is not None
                 else ""
             )
@@ -531,9 +535,9 @@ def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None
             else "not distinguishable at 95% (more replicas would tell)"
         )
         console.print(
-            f"best {key} = {_fmt_value(best.best)}: {statistic} {metric} {value} "
+            f"best {key} = {answer.value_text(best.best)}: {statistic} {metric} {value} "
             f"(95% CI {_fmt_metric(metric, best.best_ci[0])} – {_fmt_metric(metric, best.best_ci[1])}); "
-            f"runner-up {_fmt_value(best.runner_up)} is worse by {_fmt_metric(metric, best.difference)} "
+            f"runner-up {answer.value_text(best.runner_up)} is worse by {_fmt_metric(metric, best.difference)} "
             f"(paired 95% CI {_fmt_metric(metric, low)} – {_fmt_metric(metric, high)}: {sure})"
         )
     console.print(f"results: {outcome.run_dir}")
@@ -681,7 +685,7 @@ def _print_plan(doc: dict) -> None:
     )
 
     def params(row: dict) -> str:
-        return "  ".join(f"{k}={_fmt_value(row[k])}" for k in keys)
+        return "  ".join(f"{k}={answer.value_text(row[k])}" for k in keys)
 
     def share(row: dict) -> str:
         if row["p_meet"] is None:  # never ran: its configuration cannot
@@ -758,7 +762,7 @@ def _print_plan(doc: dict) -> None:
         lines = []
         for reason, rows in reasons.items():
             shared = {k: rows[0][k] for k in keys if all(r[k] == rows[0][k] for r in rows)}
-            where = "  ".join(f"{k}={_fmt_value(v)}" for k, v in shared.items())
+            where = "  ".join(f"{k}={answer.value_text(v)}" for k, v in shared.items())
             count = f"{len(rows)} points" if len(rows) > 1 else "1 point"
             lines.append(
                 f"cannot run, not simulated ({count}{': ' + where if where else ''}): "
@@ -770,7 +774,7 @@ def _print_plan(doc: dict) -> None:
         if not row["replicas"]:
             continue  # in the caption
         table.add_row(
-            *(_fmt_value(row[k]) for k in keys),
+            *(answer.value_text(row[k]) for k in keys),
             f"{row['replicas']:,}",
             mean_ci(row),
             share(row),
@@ -790,7 +794,7 @@ def _print_plan(doc: dict) -> None:
         front.add_column(column, justify="left" if column.startswith("against") else "right")
     for row in doc["pareto"]:
         front.add_row(
-            *(_fmt_value(row[k]) for k in keys),
+            *(answer.value_text(row[k]) for k in keys),
             _fmt(row["time_to_train_days_at_quantile"]),
             _fmt_metric("cost_usd", row["cost_usd_mean"]),
             f"{row['p_meet']:.3f}",
@@ -1096,7 +1100,7 @@ def _print_run(outcome: RunOutcome) -> None:
     summary, doc = outcome.summary, outcome.summary_doc
     keys = outcome.scenario_set.varied_keys  # the sweep table's columns: its axes
     for point in doc["points"]:
-        params = "  ".join(f"{k}={_fmt_value(v)}" for k, v in point["params"].items())
+        params = "  ".join(f"{k}={answer.value_text(v)}" for k, v in point["params"].items())
         if point.get("infeasible"):  # never simulated: no table, the reason
             console.print(
                 f"{doc['scenario']}{'  ' + params if params else ''}  —  "
@@ -1158,7 +1162,7 @@ def _print_adaptive(console: Console, doc: dict) -> None:
         half = point.get("ci_half_width_days")
         table.add_row(
             str(point["point"]),
-            "  ".join(f"{k}={_fmt_value(v)}" for k, v in point["params"].items()),
+            "  ".join(f"{k}={answer.value_text(v)}" for k, v in point["params"].items()),
             f"{point['replicas']:,}",
             _fmt(mean),
             _fmt(half),
@@ -1205,7 +1209,7 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
         point = entry["point"]
         if entry.get("infeasible"):  # a row of its own: the reason, no numbers
             table.add_row(
-                *(_fmt_value(entry["params"].get(k)) for k in keys),
+                *(answer.value_text(entry["params"].get(k)) for k in keys),
                 f"infeasible: {escape(entry['infeasible'])}",
                 *["—"] * 5,
                 "",
@@ -1220,7 +1224,7 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
             else "— (none finished)"
         )
         table.add_row(
-            *(_fmt_value(row[k]) for k in keys),
+            *(answer.value_text(row[k]) for k in keys),
             mean,
             _fmt(row["p95"]),
             _fmt(lost.loc[point, "mean"]),
@@ -1253,7 +1257,7 @@ def _load(path: Path, overrides=(), params=()) -> ScenarioSet:
 
 
 def _params_text(params: dict) -> str:
-    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in params.items())
+    return ", ".join(f"{k}={answer.value_text(v)}" for k, v in params.items())
 
 
 def _warn_infeasible(loaded: ScenarioSet) -> None:
@@ -1268,15 +1272,6 @@ def _warn(problems: list[feasibility.Problem]) -> None:
     """Points no replica of which can finish: said on stderr before anything is simulated."""
     for problem in problems:
         print(f"warning: {problem.where()}{problem.message}", file=sys.stderr)
-
-
-def _fmt_value(value) -> str:
-    """A swept value as the user wrote it: 4 not 4.0, 0.5 not 0.50000001."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
 
 
 def _fmt_metric(metric: str, value: float, unit: bool = True) -> str:
@@ -1298,11 +1293,8 @@ def _json_default(value):
 def _fmt(value: float) -> str:
     if value is None or not math.isfinite(value):
         return "—"
-    if abs(value) < 1e-9:
-        return "0"  # float noise of sums, not a figure
-    if abs(value) >= 1e4:
-        return f"{value:,.0f}"
-    return f"{value:.4g}" if abs(value) < 100 else f"{value:.1f}"
+    text = answer.figure(abs(value))
+    return "-" + text if value < 0 and text != "0" else text
 
 
 # the commands that start from the user's own data (sim/data_commands.py)

@@ -716,13 +716,7 @@ def _better_words(m: MetricComparison) -> str:
 
 
 def _params(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_value(v)}" for k, v in params.items()) or "no swept keys"
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
+    return ", ".join(f"{k}={answer.value_text(v)}" for k, v in params.items()) or "no swept keys"
 
 
 def fmt_metric(metric: str, value: float, signed: bool = False) -> str:
@@ -734,16 +728,9 @@ def fmt_metric(metric: str, value: float, signed: bool = False) -> str:
     if metric == FINISHED:
         return f"{sign}{magnitude:.1%}"
     if analysis.unit_of(metric) == "USD":
-        return "$0" if round(magnitude) == 0 else f"{sign}${magnitude:,.0f}"
-    if magnitude < 1e-9:
-        return "0"
-    if magnitude >= 1e4:
-        text = f"{magnitude:,.0f}"
-    elif magnitude >= 100:
-        text = f"{magnitude:.1f}"
-    else:
-        text = f"{magnitude:.4g}"
-    return sign + text
+        return answer.dollars(sign, magnitude)
+    text = answer.figure(magnitude)
+    return text if text == "0" else sign + text
 
 
 def _number(value: float) -> float | None:

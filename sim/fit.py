@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -269,22 +269,19 @@ def _times(
         times = numeric.to_numpy(dtype=float)
         return times, _hours(source, "--start", start, 0.0), _hours(source, "--end", end, None)
     if numeric.notna().any():
-        row = int(np.flatnonzero(numeric.isna().to_numpy())[0])
-        raise ScenarioError(
+        _bad_time(
             source,
-            f"row {row + 1}, column time",
-            f"{column.iloc[row]!r} is not a number of hours like the rows before it; give every "
-            "time in hours since the window's start, or every one as ISO 8601",
+            column,
+            numeric.isna(),
+            "is not a number of hours like the rows before it; give every time in hours "
+            "since the window's start, or every one as ISO 8601",
         )
     stamps = pd.to_datetime(column, utc=True, errors="coerce", format="ISO8601")
     if stamps.isna().any():
-        row = int(np.flatnonzero(stamps.isna().to_numpy())[0])
-        raise ScenarioError(
-            source,
-            f"row {row + 1}, column time",
-            f"{column.iloc[row]!r} is neither hours nor an ISO 8601 time "
+        _bad_time(
+            source, column, stamps.isna(), "is neither hours nor an ISO 8601 time "
             "(e.g. 2026-03-01T14:05:00Z)",
-        )
+        )  # fmt: skip
     if start is None:
         raise ScenarioError(
             source, "--start", "the log's times are dates: give the window's --start "
@@ -294,6 +291,12 @@ def _times(
     hours = ((stamps - origin).dt.total_seconds() / 3600.0).to_numpy(dtype=float)
     end_h = None if end is None else (_stamp(source, "--end", end) - origin).total_seconds() / 3600
     return hours, 0.0, end_h
+
+
+def _bad_time(source: str, column: pd.Series, bad: pd.Series, problem: str) -> NoReturn:
+    """Refuse the log at its first time that is `bad`, naming its row."""
+    row = int(np.flatnonzero(bad.to_numpy())[0])
+    raise ScenarioError(source, f"row {row + 1}, column time", f"{column.iloc[row]!r} {problem}")
 
 
 def _hours(source: str, flag: str, value: Any, default: float | None) -> float | None:

@@ -113,6 +113,18 @@ def tiny(**changes: Any) -> Scenario:
     return load_document(merge(TINY, changes), "tiny").base
 
 
+def running_as(monkeypatch, folder: Path) -> Path:
+    """This process runs as an executable `trainsim` in `folder` (made here), off PATH:
+    for the hints that say how to call trainsim again."""
+    exe = folder / "trainsim"
+    folder.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setattr(sys, "argv", [str(exe), "run"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    return exe
+
+
 def cli_in_process(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
     """A `trainsim` command run in this process (`sim.cli.main`, as the entry point calls
     it), from `cwd`: its exit code and what it printed. Much quicker than a subprocess."""

@@ -22,7 +22,7 @@ import pytest
 from sim import answer
 from sim.analysis import paired_difference
 from sim.results import trainsim_command
-from tests.conftest import ROOT, cli_in_process, flat
+from tests.conftest import ROOT, cli_in_process, flat, running_as
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
 QUICK = ["--replicas", "20", "--workers", "1", "--no-progress", "--no-figures"]
@@ -291,12 +291,7 @@ def test_a_sweep_report_opens_with_the_answer_then_the_sweep(tmp_path):
 
 
 def test_the_resume_hint_runs_as_printed(monkeypatch, tmp_path):
-    exe = tmp_path / "bin" / "trainsim"
-    exe.parent.mkdir()
-    exe.write_text("#!/bin/sh\n")
-    exe.chmod(0o755)
-    monkeypatch.setattr(sys, "argv", [str(exe), "run"])
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # not on PATH: the full path
+    exe = running_as(monkeypatch, tmp_path / "bin")  # not on PATH: the full path
     assert trainsim_command() == shlex.quote(str(exe))
     monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")  # on PATH: its name
     assert trainsim_command() == "trainsim"

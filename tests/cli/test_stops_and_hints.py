@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shlex
 import signal
-import sys
 from pathlib import Path
 
 import matplotlib.figure
@@ -18,7 +17,7 @@ from sim import api, compare, export
 from sim.montecarlo import Interrupted
 from sim.results import protect_run_files, resume_command
 from sim.scenario import ScenarioError
-from tests.conftest import ROOT, cli_in_process
+from tests.conftest import ROOT, cli_in_process, running_as
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
 SWEEP = ["--param", "checkpoint.interval_steps=250,500", "--replicas", "4", "--workers", "1"]
@@ -113,12 +112,7 @@ def test_export_keeps_to_the_run_files_guard(tmp_path):
 
 
 def test_every_resume_hint_runs_as_printed(tmp_path, monkeypatch):
-    exe = tmp_path / "my bin" / "trainsim"
-    exe.parent.mkdir()
-    exe.write_text("#!/bin/sh\n")
-    exe.chmod(0o755)
-    monkeypatch.setattr(sys, "argv", [str(exe), "run"])
-    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    exe = running_as(monkeypatch, tmp_path / "my bin")
     run_dir = tmp_path / "a run"
     expected = [str(exe), "run", "--resume", str(run_dir)]
     assert shlex.split(resume_command(run_dir)) == expected
