@@ -17,6 +17,7 @@ traced by `Progress` when its work is kept or lost.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import deque
@@ -460,28 +461,36 @@ class Job:
             if nodes is not None and not self.fabric_partitioned:
                 self.cluster.resize(nodes)
                 return
+            # the job waits holding every healthy node it has in its slots (spares and nodes
+            # back from repair included): they stay in use, and one that fails meanwhile goes
+            # to repair when it strikes, so repairs overlap as they would on the floor
+            self.cluster.resize(min(self.cluster.available, self.plan.nodes))
             merged: list[Failure] = []
             self._waiting_for_nodes = True
             try:
                 yield from self._hold(
-                    math.inf, "node_wait_s", "wait for nodes", merge=merged.append, until_nodes=True
+                    math.inf,
+                    "node_wait_s",
+                    "wait for nodes",
+                    merge=functools.partial(self._strike_while_down, merged),
+                    until_nodes=True,
                 )
             finally:  # also when the horizon ends the wait
                 self._waiting_for_nodes = False
-            self._take(merged)
+            self._roll_back(merged)
 
     def _wait_for_pool(self, short: int):
         """Nodes from the cold pool join after host selection, borrowed ones after their
-        preemption; failures meanwhile send more nodes to repair."""
+        preemption; failures meanwhile send more nodes to repair when they strike."""
         merged: list[Failure] = []
         yield from self._hold(
             self.cluster.pool_delay_s(short),
             "node_wait_s",
             "wait for pool nodes",
-            merge=merged.append,
+            merge=functools.partial(self._strike_while_down, merged),
         )
         self.cluster.draw_from_pools(self.plan.nodes - self.cluster.available)
-        self._take(merged)
+        self._roll_back(merged)
 
     def _take(self, failures: list[Failure]) -> None:
         """Failures the recovery handles (also those that arrived while the job was down):
@@ -489,6 +498,13 @@ class Job:
         self._roll_back(failures)
         for failure in failures:
             self._send_to_repair(failure)
+
+    def _strike_while_down(self, merged: list[Failure], failure: Failure) -> None:
+        """A failure while the job waits for nodes: its node goes to repair when it strikes
+        (repairs overlap as on the floor); its rollback joins the wait's, applied once when
+        the wait ends (one recovery rolls back once)."""
+        merged.append(failure)
+        self._send_to_repair(failure)
 
     def _send_to_repair(self, failure: Failure) -> None:
         if failure.replace:
