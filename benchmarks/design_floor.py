@@ -8,7 +8,12 @@ clock layout costs:
              a failure renews its class's clock, a spare starts one clock per class), which
              keeps common random numbers per node and per class across sweep points;
   merged     one clock per node at the sum of its classes' rates, the class drawn when it
-             strikes (one clock to start per spare; common random numbers per node only).
+             strikes (one clock to start per spare; common random numbers per node only);
+  superposed one clock per exponential class for all nodes (the next failure where the
+             class's cumulative hazard reaches an Exp(1) draw, its rate the sum over the
+             nodes in use, lemons at their multiple), the victim drawn in proportion to the
+             rates from two groups (lemons and the rest); a spare starts no clock.
+             Exact in distribution for exponential lives; common random numbers per class.
 
 The cycle: lifetimes in compute time (every class `while_idle: false`, so nothing fails
 during an outage), a heap of clocks whose top is the victim, sync checkpoints in closed
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import math
 import sys
 import time
 from collections import deque
@@ -184,6 +190,142 @@ def replica(plan, seed: int, merged: bool) -> int:
     return failures[0]
 
 
+def replica_superposed(plan, seed: int) -> int:
+    """One replica of the bare cycle with superposed class clocks; returns its failures."""
+    env = simpy.Environment()
+    rng_fail, rng_repair, rng_lemons = (
+        np.random.Generator(np.random.PCG64(s)) for s in np.random.SeedSequence(seed).spawn(3)
+    )
+    exp, uni = floats(rng_fail, True).__next__, floats(rng_fail, False).__next__
+    rexp, runi = floats(rng_repair, True).__next__, floats(rng_repair, False).__next__
+    nodes, spares = plan.nodes, plan.spare_nodes
+    fleet = nodes + spares
+    faulty = [False] * fleet
+    count = round(plan.lemon_fraction * fleet)
+    for n in rng_lemons.choice(fleet, size=count, replace=False).tolist():
+        faulty[n] = True
+    mult = plan.lemon_multiplier
+    rates, job_rates, detect, job_detect = [], [], [], []
+    for fc in plan.failure_classes:
+        mean = fc.lifetime_s.mean
+        if fc.scope in ("gpu", "node"):
+            rates.append(plan.gpus_per_node / mean if fc.scope == "gpu" else 1.0 / mean)
+            detect.append(fc.detect_s)
+        else:
+            job_rates.append(max(fc.components, 1) / mean)
+            job_detect.append(fc.detect_s)
+    classes = len(rates)
+    rp = plan.repair
+    step, interval = plan.step_s, plan.interval_steps
+    snapshot = plan.snapshot_s(nodes)
+    cycle = interval * step + snapshot
+    restart = plan.restart_s + plan.load_s(nodes)
+    remaining = plan.total_steps * step
+    # the nodes in use in two groups (0: healthy, 1: with a fault), each a list with the
+    # position of every node in it, for a uniform pick and a removal in O(1)
+    groups: list[list[int]] = [[], []]
+    where = [0] * fleet  # node -> its index in its group
+    for node in range(nodes):
+        g = groups[faulty[node]]
+        where[node] = len(g)
+        g.append(node)
+    slot_of = {node: node for node in range(nodes)}
+    # each class: hazard left until its next failure (an Exp(1) draw), spent at its rate
+    left_hazard = [exp() for _ in range(classes)]
+    job_left = [exp() for _ in job_rates]
+    warm = deque(range(nodes, fleet))
+    returns: list[tuple[float, int, int, bool]] = []
+    queue: list[tuple[float, int, int, float, bool]] = []
+    free = [0.0] * (rp.technicians or 1)
+    failures = [0]
+    heappush, heappop = heapq.heappush, heapq.heappop
+
+    def take(node: int) -> None:
+        g = groups[faulty[node]]
+        last = g.pop()
+        if last != node:
+            g[where[node]] = last
+            where[last] = where[node]
+
+    def put(node: int) -> None:
+        g = groups[faulty[node]]
+        where[node] = len(g)
+        g.append(node)
+
+    def job():
+        left = remaining
+        seq = 0
+        while True:
+            weight = len(groups[0]) + mult * len(groups[1])
+            # the next failure: the class (or job class) whose hazard runs out first
+            dt, cls = math.inf, 0
+            for c in range(classes):
+                t = left_hazard[c] / (rates[c] * weight)
+                if t < dt:
+                    dt, cls = t, c
+            for j, rate in enumerate(job_rates):
+                t = job_left[j] / rate
+                if t < dt:
+                    dt, cls = t, -1 - j
+            finish = left + -(-left // (interval * step)) * snapshot
+            if dt >= finish:
+                yield env.timeout(finish)
+                return
+            yield env.timeout(dt)
+            for c in range(classes):  # every class spent its hazard over dt
+                left_hazard[c] -= rates[c] * weight * dt
+            for j, rate in enumerate(job_rates):
+                job_left[j] -= rate * dt
+            done = int(dt // cycle) * interval * step
+            left -= done
+            failures[0] += 1
+            now = env.now
+            if cls < 0:
+                job_left[-1 - cls] = exp()
+                yield env.timeout(job_detect[-1 - cls] + restart)
+                continue
+            left_hazard[cls] = exp()
+            # the victim, in proportion to the rates
+            u = uni() * weight
+            healthy = len(groups[0])
+            if u < healthy:
+                node = groups[0][int(u)]
+            else:
+                node = groups[1][min(int((u - healthy) / mult), len(groups[1]) - 1)]
+            take(node)
+            slot = slot_of.pop(node)
+            seq += 1
+            auto_end = now + rexp() * rp.auto_s
+            if runi() >= rp.escalate_prob:
+                heappush(returns, (auto_end, seq, node, runi() >= rp.auto_false_fix_prob))
+            else:
+                heappush(
+                    queue,
+                    (auto_end, seq, node, rexp() * rp.manual_s, runi() >= rp.manual_false_fix_prob),
+                )
+            t = now + detect[cls]
+            while True:  # the calendar advanced to the present
+                if queue and queue[0][0] <= t and (not returns or queue[0][0] <= returns[0][0]):
+                    arrival, s, n, manual, fixed = heappop(queue)
+                    begin = arrival if arrival > free[0] else free[0]
+                    heapq.heapreplace(free, begin + manual)
+                    heappush(returns, (begin + manual, s, n, fixed))
+                elif returns and returns[0][0] <= t:
+                    _, _, n, fixed = heappop(returns)
+                    if fixed:
+                        faulty[n] = False
+                    warm.append(n)
+                else:
+                    break
+            spare = warm.popleft()
+            slot_of[spare] = slot
+            put(spare)
+            yield env.timeout(detect[cls] + restart)
+
+    env.run(until=env.process(job()))
+    return failures[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", type=int, default=3)
@@ -198,7 +340,7 @@ def main() -> None:
     overrides, _ = big_overrides(ROOT)
     idle = [f"failures.{i}.while_idle=false" for i in range(len(load_scenario(path).base.failures))]
     plan = build_plan(load_scenario(path, overrides=overrides + OPS_LEMONS + idle).base)
-    layouts = ["per-class", "merged", *(["engine"] if args.engine else [])]
+    layouts = ["per-class", "merged", "superposed", *(["engine"] if args.engine else [])]
     best: dict[str, float] = {}
     for round_ in range(1, args.rounds + 1):
         figures = {}
@@ -207,6 +349,8 @@ def main() -> None:
             for seed in range(args.replicas):
                 if layout == "engine":
                     failures += simulate_replica(plan, seed, 0).failures
+                elif layout == "superposed":
+                    failures += replica_superposed(plan, seed)
                 else:
                     failures += replica(plan, seed, layout == "merged")
             us = figures[layout] = (time.process_time() - start) / failures * 1e6
