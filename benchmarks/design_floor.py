@@ -58,20 +58,79 @@ def floats(rng: np.random.Generator, exponential: bool):
         yield from block.tolist()
 
 
-def replica(plan, seed: int, merged: bool) -> int:
-    """One replica of the bare cycle; returns the failures it saw."""
-    env = simpy.Environment()
+def stretch_figures(plan):
+    """Step, checkpoint interval (steps), snapshot, one checkpoint cycle, restart with its
+    load (seconds) and the whole run's compute (seconds) of the full job."""
+    step, interval = plan.step_s, plan.interval_steps
+    snapshot = plan.snapshot_s(plan.nodes)
+    restart = plan.restart_s + plan.load_s(plan.nodes)
+    return step, interval, snapshot, interval * step + snapshot, restart, plan.total_steps * step
+
+
+def draws_and_lemons(plan, seed: int):
+    """A replica's draws (exponential and uniform floats for failures and for repairs) and
+    its lemons, placed at random over the fleet."""
     rng_fail, rng_repair, rng_lemons = (
         np.random.Generator(np.random.PCG64(s)) for s in np.random.SeedSequence(seed).spawn(3)
     )
-    exp, uni = floats(rng_fail, True).__next__, floats(rng_fail, False).__next__
-    rexp, runi = floats(rng_repair, True).__next__, floats(rng_repair, False).__next__
-    nodes, spares = plan.nodes, plan.spare_nodes
-    fleet = nodes + spares
+    fleet = plan.nodes + plan.spare_nodes
     faulty = [False] * fleet
     count = round(plan.lemon_fraction * fleet)
     for n in rng_lemons.choice(fleet, size=count, replace=False).tolist():
         faulty[n] = True
+    return (
+        floats(rng_fail, True).__next__,
+        floats(rng_fail, False).__next__,
+        floats(rng_repair, True).__next__,
+        floats(rng_repair, False).__next__,
+        faulty,
+    )
+
+
+def repair_shop(rp, rexp, runi, faulty: list[bool], warm: deque):
+    """The repair path of a failed node, drawn when it leaves (automated repair, escalation
+    to a technician served first come first served, false fixes that keep a lemon's
+    fault), and the calendar advanced to a time (the nodes back by then join the warm
+    spares). Returns (to_repair(node, now), advance(t))."""
+    returns: list[tuple[float, int, int, bool]] = []
+    queue: list[tuple[float, int, int, float, bool]] = []
+    free = [0.0] * (rp.technicians or 1)
+    heappush, heappop = heapq.heappush, heapq.heappop
+    seq = [0]
+
+    def to_repair(node: int, now: float) -> None:
+        seq[0] += 1
+        auto_end = now + rexp() * rp.auto_s
+        if runi() >= rp.escalate_prob:
+            heappush(returns, (auto_end, seq[0], node, runi() >= rp.auto_false_fix_prob))
+        else:
+            manual, fixed = rexp() * rp.manual_s, runi() >= rp.manual_false_fix_prob
+            heappush(queue, (auto_end, seq[0], node, manual, fixed))
+
+    def advance(t: float) -> None:
+        while True:
+            if queue and queue[0][0] <= t and (not returns or queue[0][0] <= returns[0][0]):
+                arrival, s, n, manual, fixed = heappop(queue)
+                begin = arrival if arrival > free[0] else free[0]
+                heapq.heapreplace(free, begin + manual)
+                heappush(returns, (begin + manual, s, n, fixed))
+            elif returns and returns[0][0] <= t:
+                _, _, n, fixed = heappop(returns)
+                if fixed:
+                    faulty[n] = False
+                warm.append(n)
+            else:
+                break
+
+    return to_repair, advance
+
+
+def replica(plan, seed: int, merged: bool) -> int:
+    """One replica of the bare cycle; returns the failures it saw."""
+    env = simpy.Environment()
+    exp, uni, rexp, runi, faulty = draws_and_lemons(plan, seed)
+    nodes, spares = plan.nodes, plan.spare_nodes
+    fleet = nodes + spares
     mult = plan.lemon_multiplier
     node_means, job_means = [], []
     for fc in plan.failure_classes:
@@ -89,11 +148,7 @@ def replica(plan, seed: int, merged: bool) -> int:
     detect = [fc.detect_s for fc in plan.failure_classes if fc.scope in ("gpu", "node")]
     job_detect = [fc.detect_s for fc in plan.failure_classes if fc.scope not in ("gpu", "node")]
     rp = plan.repair
-    step, interval = plan.step_s, plan.interval_steps
-    snapshot = plan.snapshot_s(nodes)
-    cycle = interval * step + snapshot
-    restart = plan.restart_s + plan.load_s(nodes)
-    remaining = plan.total_steps * step
+    step, interval, snapshot, cycle, restart, remaining = stretch_figures(plan)
     heap: list[tuple[float, int, int]] = []  # (end in compute time, class or -1 - job class, node)
     # per-class: ends[c][slot]; merged: ends[0][slot]
     ends = [[0.0] * nodes for _ in range(1 if merged else classes)]
@@ -117,15 +172,12 @@ def replica(plan, seed: int, merged: bool) -> int:
     for j, mean in enumerate(job_means):
         heappush(heap, (exp() * mean, -1 - j, 0))
     warm = deque(range(nodes, fleet))
-    returns: list[tuple[float, int, int, bool]] = []
-    queue: list[tuple[float, int, int, float, bool]] = []
-    free = [0.0] * (rp.technicians or 1)
+    to_repair, advance = repair_shop(rp, rexp, runi, faulty, warm)
     failures = [0]
 
     def job():
         tau = 0.0  # compute time
         left = remaining
-        seq = 0
         while True:
             end, cls, slot = heap[0]
             while cls >= 0 and ends[0 if merged else cls][slot] != end:  # stale
@@ -158,29 +210,8 @@ def replica(plan, seed: int, merged: bool) -> int:
             for row in ends:
                 row[slot] = float("inf")
             # the repair path, drawn now
-            seq += 1
-            auto_end = now + rexp() * rp.auto_s
-            if runi() >= rp.escalate_prob:
-                heappush(returns, (auto_end, seq, node, runi() >= rp.auto_false_fix_prob))
-            else:
-                heappush(
-                    queue,
-                    (auto_end, seq, node, rexp() * rp.manual_s, runi() >= rp.manual_false_fix_prob),
-                )
-            t = now + detect[cls]
-            while True:  # the calendar advanced to the present
-                if queue and queue[0][0] <= t and (not returns or queue[0][0] <= returns[0][0]):
-                    arrival, s, n, manual, fixed = heappop(queue)
-                    begin = arrival if arrival > free[0] else free[0]
-                    heapq.heapreplace(free, begin + manual)
-                    heappush(returns, (begin + manual, s, n, fixed))
-                elif returns and returns[0][0] <= t:
-                    _, _, n, fixed = heappop(returns)
-                    if fixed:
-                        faulty[n] = False
-                    warm.append(n)
-                else:
-                    break
+            to_repair(node, now)
+            advance(now + detect[cls])
             spare = warm.popleft()
             slot_node[slot] = spare
             start_clocks(slot, spare, tau)
@@ -193,17 +224,9 @@ def replica(plan, seed: int, merged: bool) -> int:
 def replica_superposed(plan, seed: int) -> int:
     """One replica of the bare cycle with superposed class clocks; returns its failures."""
     env = simpy.Environment()
-    rng_fail, rng_repair, rng_lemons = (
-        np.random.Generator(np.random.PCG64(s)) for s in np.random.SeedSequence(seed).spawn(3)
-    )
-    exp, uni = floats(rng_fail, True).__next__, floats(rng_fail, False).__next__
-    rexp, runi = floats(rng_repair, True).__next__, floats(rng_repair, False).__next__
+    exp, uni, rexp, runi, faulty = draws_and_lemons(plan, seed)
     nodes, spares = plan.nodes, plan.spare_nodes
     fleet = nodes + spares
-    faulty = [False] * fleet
-    count = round(plan.lemon_fraction * fleet)
-    for n in rng_lemons.choice(fleet, size=count, replace=False).tolist():
-        faulty[n] = True
     mult = plan.lemon_multiplier
     rates, job_rates, detect, job_detect = [], [], [], []
     for fc in plan.failure_classes:
@@ -216,11 +239,7 @@ def replica_superposed(plan, seed: int) -> int:
             job_detect.append(fc.detect_s)
     classes = len(rates)
     rp = plan.repair
-    step, interval = plan.step_s, plan.interval_steps
-    snapshot = plan.snapshot_s(nodes)
-    cycle = interval * step + snapshot
-    restart = plan.restart_s + plan.load_s(nodes)
-    remaining = plan.total_steps * step
+    step, interval, snapshot, cycle, restart, remaining = stretch_figures(plan)
     # the nodes in use in two groups (0: healthy, 1: with a fault), each a list with the
     # position of every node in it, for a uniform pick and a removal in O(1)
     groups: list[list[int]] = [[], []]
@@ -234,11 +253,8 @@ def replica_superposed(plan, seed: int) -> int:
     left_hazard = [exp() for _ in range(classes)]
     job_left = [exp() for _ in job_rates]
     warm = deque(range(nodes, fleet))
-    returns: list[tuple[float, int, int, bool]] = []
-    queue: list[tuple[float, int, int, float, bool]] = []
-    free = [0.0] * (rp.technicians or 1)
+    to_repair, advance = repair_shop(rp, rexp, runi, faulty, warm)
     failures = [0]
-    heappush, heappop = heapq.heappush, heapq.heappop
 
     def take(node: int) -> None:
         g = groups[faulty[node]]
@@ -254,7 +270,6 @@ def replica_superposed(plan, seed: int) -> int:
 
     def job():
         left = remaining
-        seq = 0
         while True:
             weight = len(groups[0]) + mult * len(groups[1])
             # the next failure: the class (or job class) whose hazard runs out first
@@ -294,29 +309,8 @@ def replica_superposed(plan, seed: int) -> int:
                 node = groups[1][min(int((u - healthy) / mult), len(groups[1]) - 1)]
             take(node)
             slot = slot_of.pop(node)
-            seq += 1
-            auto_end = now + rexp() * rp.auto_s
-            if runi() >= rp.escalate_prob:
-                heappush(returns, (auto_end, seq, node, runi() >= rp.auto_false_fix_prob))
-            else:
-                heappush(
-                    queue,
-                    (auto_end, seq, node, rexp() * rp.manual_s, runi() >= rp.manual_false_fix_prob),
-                )
-            t = now + detect[cls]
-            while True:  # the calendar advanced to the present
-                if queue and queue[0][0] <= t and (not returns or queue[0][0] <= returns[0][0]):
-                    arrival, s, n, manual, fixed = heappop(queue)
-                    begin = arrival if arrival > free[0] else free[0]
-                    heapq.heapreplace(free, begin + manual)
-                    heappush(returns, (begin + manual, s, n, fixed))
-                elif returns and returns[0][0] <= t:
-                    _, _, n, fixed = heappop(returns)
-                    if fixed:
-                        faulty[n] = False
-                    warm.append(n)
-                else:
-                    break
+            to_repair(node, now)
+            advance(now + detect[cls])
             spare = warm.popleft()
             slot_of[spare] = slot
             put(spare)
