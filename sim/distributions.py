@@ -1,7 +1,14 @@
 """Lifetime distributions parameterised by their mean, with analytic moments.
 
 Tests compare samples with `mean` and `variance`; the engine only calls
-`sample(rng, size)` with an explicit `numpy.random.Generator`.
+`sample(rng, size)` (fresh lifetimes) and `residual(rng, size)` (the residual lives of
+components long in service) with an explicit `numpy.random.Generator`.
+
+A component long in service has run part of its current life already: its residual life
+follows the equilibrium (forward-recurrence) law of the renewal process, with density
+S(x) / mean. It is drawn as U·L with U uniform on (0, 1) and L from the length-biased
+law (density x·f(x) / mean): for the exponential the law itself, for the Weibull
+L = scale·G^(1/k) with G ~ Gamma(1 + 1/k), for the log-normal LogNormal(μ + σ², σ).
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ class Exponential:
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.exponential(self.mean, size)
 
+    def residual(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.exponential(self.mean, size)  # no memory: the same law
+
 
 @dataclass(frozen=True)
 class Weibull:
@@ -43,6 +53,10 @@ class Weibull:
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return self.scale * rng.weibull(self.shape, size)
 
+    def residual(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        biased = self.scale * rng.gamma(1.0 + 1.0 / self.shape, 1.0, size) ** (1.0 / self.shape)
+        return rng.random(size) * biased
+
 
 @dataclass(frozen=True)
 class LogNormal:
@@ -61,6 +75,9 @@ class LogNormal:
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.lognormal(self.mu, self.sigma, size)
+
+    def residual(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.random(size) * rng.lognormal(self.mu + self.sigma**2, self.sigma, size)
 
 
 Distribution = Exponential | Weibull | LogNormal

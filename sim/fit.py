@@ -9,6 +9,7 @@ the format and every formula.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -39,7 +40,6 @@ LEVEL = 0.95
 DISPERSION_ALPHA = 0.05  # counts overdispersed when the test's p-value is below this
 BOOTSTRAP = 200  # resamples of the nodes for the mixture's intervals
 HOURS_PER_DAY = 24.0
-TINY_HOURS = 1e-9  # a time between failures of zero (two failures logged at once)
 
 
 # --------------------------------------------------------------------------- the log
@@ -420,25 +420,77 @@ def poisson_rate(events: int, exposure: float, level: float = LEVEL) -> Estimate
     return Estimate(events / exposure, float(low) / exposure, float(high) / exposure, events)
 
 
-def renewal_intervals(
-    times: np.ndarray, nodes: np.ndarray, window: float, total_nodes: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each node's times between failures in the window (from its start to the first, ...),
-    and the censored times from each node's last failure to the window's end (a node that
-    never failed: the whole window). Job-wide failures (node -1) are one renewal process."""
-    observed, censored = [], []
+@dataclass(frozen=True)
+class Lives:
+    """A class's lives in the window (hours), each component (a node; the job for a class
+    without nodes) a renewal process long in service: `first` runs from the window's start
+    to the component's first failure (a residual life: the component was already running),
+    `first_cut` is the whole window of a component that never failed (a residual life,
+    censored), `whole` runs between two failures, `whole_cut` from the last failure to the
+    window's end (censored). Failures of one component at one time are merged (`ties`)."""
+
+    whole: np.ndarray
+    whole_cut: np.ndarray
+    first: np.ndarray
+    first_cut: np.ndarray
+    ties: int = 0
+
+    @property
+    def observed(self) -> np.ndarray:
+        return np.concatenate((self.first, self.whole))
+
+    @functools.cached_property
+    def log_times(self) -> np.ndarray:
+        """log x of every life but the cut residual ones (they enter through Q)."""
+        times = np.concatenate((self.whole, self.whole_cut, self.first))
+        return np.log(times[times > 0])
+
+    @functools.cached_property
+    def sum_log_whole(self) -> float:
+        return float(np.sum(np.log(np.maximum(self.whole, 1e-300))))
+
+    @functools.cached_property
+    def log_first_cut(self) -> np.ndarray:
+        return np.log(self.first_cut)
+
+    @property
+    def censored(self) -> np.ndarray:
+        return np.concatenate((self.whole_cut, self.first_cut))
+
+
+def renewal_lives(
+    times: np.ndarray,
+    nodes: np.ndarray,
+    window: float,
+    total_nodes: int,
+    pace: np.ndarray | None = None,
+    unseen_pace: float = 1.0,
+) -> Lives:
+    """Each component's lives in the window (`Lives`), sorted and split in one pass (no
+    per-node loop: a log of a million nodes takes seconds). Job-wide failures (node -1) are
+    one renewal process; `total_nodes` beyond the nodes named never failed. With `pace`
+    (per failure, its node's rate over a sound node's), each node's times are stretched by
+    its pace, so a lemon's lives read as a sound node's (`unseen_pace`: the nodes that never
+    failed)."""
     order = np.lexsort((times, nodes))
-    times, nodes = times[order], nodes[order]
-    for node in np.unique(nodes):
-        own = times[nodes == node]
-        observed.append(np.diff(np.concatenate(([0.0], own))))
-        censored.append(window - own[-1])
-    unseen = max(0, total_nodes - len([n for n in np.unique(nodes) if n >= 0]))
+    times, nodes = times[order].astype(float), nodes[order]
+    stretch = np.ones(len(times)) if pace is None else np.asarray(pace, dtype=float)[order]
+    same = nodes[1:] == nodes[:-1]
+    tie = same & (np.diff(times) <= 0)
+    keep = np.concatenate(([True], ~tie))  # a tie merges into the failure before it
+    times, nodes, stretch = times[keep] * stretch[keep], nodes[keep], stretch[keep]
+    first = np.concatenate(([True], nodes[1:] != nodes[:-1]))[: len(nodes)]
+    last = np.concatenate((nodes[1:] != nodes[:-1], [True]))[: len(nodes)]
+    unseen = max(0, total_nodes - int(np.count_nonzero(first & (nodes >= 0))))
     if len(nodes) and (nodes < 0).all():
         unseen = 0  # a job-wide class has no per-node clocks
-    censored.extend([window] * unseen)
-    obs = np.maximum(np.concatenate(observed), TINY_HOURS) if observed else np.array([])
-    return obs, np.maximum(np.array(censored, dtype=float), 0.0)
+    return Lives(
+        whole=np.diff(times)[~first[1:]],
+        whole_cut=np.maximum(window * stretch[last] - times[last], 0.0),
+        first=times[first],
+        first_cut=np.full(unseen, float(window) * unseen_pace),
+        ties=int(np.count_nonzero(tie)),
+    )
 
 
 @dataclass(frozen=True)
@@ -466,52 +518,92 @@ class LifetimeFit:
         }
 
 
-def fit_lifetime(observed: np.ndarray, censored: np.ndarray, level: float = LEVEL) -> LifetimeFit:
-    """Maximum likelihood with right censoring. The Weibull scale is profiled out
-    (s^k = Σ x^k / d over all d failures' and censored times), the shape maximised, and its
-    interval is where the profile log-likelihood is within χ²₁(level)/2 of the maximum. The
-    Weibull is chosen when its AIC is lower and the shape's interval excludes 1."""
-    d = len(observed)
-    everything = np.concatenate((observed, censored))
-    everything = everything[everything > 0]
-    log_obs = float(np.sum(np.log(observed)))
+def _weibull_profile(k: float, lives: Lives) -> tuple[float, float]:
+    """The Weibull log-likelihood of components long in service, maximised over the scale
+    at shape k; returns (log-likelihood, scale). Whole lives count f(x), cut ones S(x),
+    residual lives from the window's start S(y)/mean (the renewal process's equilibrium),
+    and cut residual lives Q(1/k, (w/scale)^k) (the equilibrium's survival, Q the
+    regularized upper incomplete gamma function). Without cut residual lives the scale has
+    a closed form, s^k = k·A / (k·n + m) with A = Σx^k over the other lives, n whole lives
+    and m residual ones; with them it starts there and is maximised numerically."""
+    n, m = len(lives.whole), len(lives.first)
+    logs = lives.log_times
+    top = float(np.max(logs))
+    log_a = top * k + math.log(float(np.sum(np.exp(k * (logs - top)))))  # log Σ x^k
+    log_gamma = math.lgamma(1.0 + 1.0 / k)
+
+    def loglik(log_s: float) -> float:
+        total = (
+            n * math.log(k)
+            + (k - 1) * lives.sum_log_whole
+            - (n * k + m) * log_s
+            - math.exp(log_a - k * log_s)
+            - m * log_gamma
+        )
+        if len(lives.first_cut):
+            z = np.exp(k * (lives.log_first_cut - log_s))
+            a = 1.0 / k
+            survival = special.gammaincc(a, z)
+            # far in the tail Q underflows: its asymptote (a - 1)·log z - z - logΓ(a)
+            tail = (a - 1) * np.log(np.maximum(z, 1e-300)) - z - special.gammaln(a)
+            safe = np.log(np.maximum(survival, 1e-300))
+            total += float(np.sum(np.where(survival > 1e-280, safe, tail)))
+        return total
+
+    log_s = (math.log(k) + log_a - math.log(n * k + m)) / k if n * k + m > 0 else top
+    if len(lives.first_cut):
+        best = optimize.minimize_scalar(
+            lambda v: -loglik(v),
+            bounds=(log_s - 2.0, log_s + 2.0),
+            method="bounded",
+            options={"xatol": 1e-7},
+        )
+        log_s = float(best.x)
+    return loglik(log_s), math.exp(log_s)
+
+
+def fit_lifetime(lives: Lives, level: float = LEVEL) -> LifetimeFit:
+    """Maximum likelihood with censoring, components long in service (`_weibull_profile`):
+    the exponential (rate d/Σx over every life, whole, residual and cut) against the
+    Weibull, whose scale is profiled (maximised for each shape) and whose shape maximises
+    the profile; the shape's interval is where the profile is within χ²₁(level)/2 of the
+    maximum. The Weibull is chosen when its AIC is lower and the shape's interval excludes
+    1. The exponential is the Weibull of shape 1 (memoryless: residual lives are whole)."""
+    d = len(lives.whole) + len(lives.first)
+    exposure = float(
+        np.sum(lives.whole) + np.sum(lives.whole_cut) + np.sum(lives.first)
+        + np.sum(lives.first_cut)
+    )  # fmt: skip
+    mean = exposure / d
+    loglik_exp = d * math.log(d / exposure) - d
 
     def profile(log_k: float) -> float:
-        k = math.exp(log_k)
-        # Σ x^k computed around the largest time, so large k does not overflow
-        top = float(np.max(everything))
-        s = float(np.sum((everything / top) ** k))
-        log_sum = math.log(s) + k * math.log(top)
-        return d * math.log(k) - d * (log_sum - math.log(d)) + (k - 1) * log_obs - d
+        return _weibull_profile(math.exp(log_k), lives)[0]
 
-    exposure = float(np.sum(everything))
-    loglik_exp = d * math.log(d / exposure) - d
     best = optimize.minimize_scalar(
-        lambda v: -profile(v), bounds=(math.log(0.02), math.log(50.0)), method="bounded"
+        lambda v: -profile(v),
+        bounds=(math.log(0.02), math.log(50.0)),
+        method="bounded",
+        options={"xatol": 1e-5},
     )
     log_k, loglik_w = float(best.x), -float(best.fun)
+    scale = _weibull_profile(math.exp(log_k), lives)[1]
     if loglik_exp > loglik_w:  # the exponential is the Weibull of shape 1
-        log_k, loglik_w = 0.0, loglik_exp
+        log_k, loglik_w, scale = 0.0, loglik_exp, mean
     cut = loglik_w - stats.chi2.ppf(level, 1) / 2
 
     def edge(bound: float) -> float:
         if profile(bound) >= cut:
             return bound
-        return (
-            optimize.brentq(lambda v: profile(v) - cut, bound, log_k)
-            if bound < log_k
-            else (optimize.brentq(lambda v: profile(v) - cut, log_k, bound))
-        )
+        low, high = (bound, log_k) if bound < log_k else (log_k, bound)
+        return optimize.brentq(lambda v: profile(v) - cut, low, high, xtol=1e-5)
 
     low, high = math.exp(edge(math.log(0.02))), math.exp(edge(math.log(50.0)))
     k = math.exp(log_k)
-    top = float(np.max(everything))
-    scale = top * (float(np.sum((everything / top) ** k)) / d) ** (1 / k)
     aic_exp, aic_w = 2 - 2 * loglik_exp, 4 - 2 * loglik_w
     chosen = "weibull" if aic_w < aic_exp and not low <= 1.0 <= high else "exponential"
     return LifetimeFit(
-        loglik_exp, loglik_w, aic_exp, aic_w, exposure / d, Estimate(k, low, high, d), scale,
-        chosen,
+        loglik_exp, loglik_w, aic_exp, aic_w, mean, Estimate(k, low, high, d), scale, chosen,
     )  # fmt: skip
 
 
@@ -584,6 +676,15 @@ class Mixture:
     @property
     def multiplier(self) -> float:
         return self.lemon / self.normal if self.normal > 0 else math.inf
+
+    def node_multiplier(self, counts: np.ndarray) -> np.ndarray:
+        """A node's expected rate over a sound node's, given its count: 1 + p·(m − 1), p its
+        posterior probability of being a lemon."""
+        counts = np.asarray(counts, dtype=float)
+        log_sound = math.log1p(-self.fraction) + counts * math.log(self.normal) - self.normal
+        log_lemon = math.log(self.fraction) + counts * math.log(self.lemon) - self.lemon
+        lemon = 1.0 / (1.0 + np.exp(np.clip(log_sound - log_lemon, -700, 700)))
+        return 1.0 + lemon * (min(self.multiplier, 1000.0) - 1.0)
 
 
 def _em(
@@ -662,14 +763,51 @@ class LemonFit:
         }
 
 
-def fit_lemons(counts: np.ndarray, rng: np.random.Generator, level: float = LEVEL) -> LemonFit:
-    """The dispersion test D = Σ (n_i − n̄)²/n̄ ~ χ²(N−1) under equal Poisson rates; when
-    p < 0.05 a two-component mixture by EM, with percentile intervals from `BOOTSTRAP`
-    resamples of the nodes."""
+def dispersion(counts: np.ndarray) -> np.ndarray:
+    """D = Σ (n_i − n̄)²/n̄ over the last axis (0 where no node failed)."""
+    mean = np.mean(counts, axis=-1)
+    spread = np.sum((counts - mean[..., None]) ** 2, axis=-1)
+    return np.where(mean > 0, spread / np.where(mean > 0, mean, 1.0), 0.0)
+
+
+def renewal_counts(
+    laws: list[tuple[float, float]], nodes: int, window: float, rng: np.random.Generator
+) -> np.ndarray:
+    """`BOOTSTRAP` draws of every node's failures in the window (summed over the classes)
+    when all nodes are alike: each class a Weibull renewal process (shape, scale in hours)
+    long in service, its first failure after an equilibrium residual life."""
+    total = np.zeros((BOOTSTRAP, nodes))
+    for shape, scale in laws:
+        if shape == 1.0:  # exponential: Poisson counts
+            total += rng.poisson(window / scale, size=total.shape)
+            continue
+        biased = scale * rng.gamma(1.0 + 1.0 / shape, 1.0, total.shape) ** (1.0 / shape)
+        t = rng.random(total.shape) * biased
+        while (alive := t <= window).any():
+            total += alive
+            t = np.where(alive, t + scale * rng.weibull(shape, total.shape), t)
+    return total
+
+
+def fit_lemons(
+    counts: np.ndarray,
+    rng: np.random.Generator,
+    level: float = LEVEL,
+    null: np.ndarray | None = None,
+) -> LemonFit:
+    """The dispersion test of D = Σ (n_i − n̄)²/n̄: against χ²(N−1) when every class is
+    exponential (equal Poisson rates), or against `null`, the same statistic of counts drawn
+    with the classes' own lifetime laws and no spread between nodes (`renewal_counts`: a
+    decreasing hazard alone spreads the counts, which is not lemons). When p < 0.05, a
+    two-component mixture by EM, with percentile intervals from `BOOTSTRAP` resamples of
+    the nodes."""
     counts = np.asarray(counts, dtype=float)
-    n, mean = len(counts), float(np.mean(counts))
-    statistic = float(np.sum((counts - mean) ** 2) / mean) if mean > 0 else 0.0
-    p_value = float(stats.chi2.sf(statistic, n - 1))
+    n = len(counts)
+    statistic = float(dispersion(counts))
+    if null is None:
+        p_value = float(stats.chi2.sf(statistic, n - 1))
+    else:
+        p_value = float((1 + np.count_nonzero(null >= statistic)) / (1 + len(null)))
     events = int(counts.sum())
     if p_value >= DISPERSION_ALPHA:
         return LemonFit(n, events, statistic, p_value, False, counts=counts)
@@ -746,6 +884,9 @@ class FitResult:
             }
             if c.distribution == "weibull":
                 item["weibull_shape"] = _round(c.lifetime.shape.value)
+                # the log's nodes were in service: the rate is failures per exposure, which
+                # is 1/mean only in the renewal process's equilibrium (docs/fitting.md)
+                item["age"] = "in_service"
             if c.repair is not None:
                 item["repair_hours"] = _round(c.repair.mean.value)
             failures.append(item)
@@ -783,27 +924,11 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
     per_1k_gpu_days = log.gpu_days / 1000.0
     names = list(dict.fromkeys(sorted(events["class"].unique()))) if len(events) else []
 
-    lemons = None
     attributable = events[events["scope"].isin(NODE_SCOPES) & (events["node"] >= 0)]
     named = attributable["node"].nunique()
     nodes = max(log.nodes, named)
-    if len(attributable) < MIN_EVENTS_LEMONS or nodes < MIN_NODES_LEMONS:
-        warnings.append(
-            f"lemons: {len(attributable)} node failures on {nodes} nodes, fewer than "
-            f"{MIN_EVENTS_LEMONS} failures (or {MIN_NODES_LEMONS} nodes): no dispersion test, "
-            "no lemons written"
-        )
-    else:
-        counts = np.zeros(nodes)
-        per_node = attributable["node"].value_counts().to_numpy()
-        counts[: len(per_node)] = per_node
-        lemons = fit_lemons(counts, rng)
-    excess = 1.0
-    if lemons is not None and lemons.overdispersed:
-        f, m = lemons.fraction.value, lemons.multiplier.value
-        excess = 1 - f + f * m  # lemons fail m× as often: the class's rate of a sound node
 
-    classes = []
+    fitted = []  # per class: name, scope, failures, rate, lifetime law, repair law, lives
     for name in names:
         rows = events[events["class"] == name]
         scopes = rows["scope"].value_counts()
@@ -820,15 +945,20 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
                 "events to trust beyond its interval"
             )
         node_ids = rows["node"].to_numpy()
-        observed, censored = renewal_intervals(
+        lives = renewal_lives(
             rows["time_h"].to_numpy(dtype=float),
             node_ids if scope in NODE_SCOPES else np.full(k, -1),
             log.window_hours,
             nodes if scope in NODE_SCOPES else 0,
         )
+        if lives.ties:
+            warnings.append(
+                f"{name}: {lives.ties} failures logged at the same time as another of the same "
+                "node: merged into it for the lifetime law (the rate counts every row)"
+            )
         lifetime = None
         if k >= MIN_EVENTS_SHAPE:
-            lifetime = fit_lifetime(observed, censored)
+            lifetime = fit_lifetime(lives)
         else:
             warnings.append(
                 f"{name}: {k} failures (< {MIN_EVENTS_SHAPE}): no Weibull shape fitted, "
@@ -842,20 +972,71 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
             warnings.append(
                 f"{name}: {len(repairs)} repair times (< {MIN_REPAIRS}): no repair law fitted"
             )
-        written = rate.value / (excess if scope in NODE_SCOPES else 1.0)
-        classes.append(
-            ClassFit(
-                name,
-                scope,
-                k,
-                rate,
-                lifetime,
-                repair,
-                written,
-                observed,
-                censored,
-            )
+        fitted.append((name, scope, k, rate, lifetime, repair, lives))
+
+    lemons = None
+    if len(attributable) < MIN_EVENTS_LEMONS or nodes < MIN_NODES_LEMONS:
+        warnings.append(
+            f"lemons: {len(attributable)} node failures on {nodes} nodes, fewer than "
+            f"{MIN_EVENTS_LEMONS} failures (or {MIN_NODES_LEMONS} nodes): no dispersion test, "
+            "no lemons written"
         )
+    else:
+        counts = np.zeros(nodes)
+        per_node = attributable["node"].value_counts().to_numpy()
+        counts[: len(per_node)] = per_node
+        # a node class with a Weibull law spreads the counts by itself: the test's null is
+        # drawn from the classes' own laws (exponential ones as Poisson counts)
+        laws = [
+            (life.shape.value, life.scale_hours)
+            if life is not None and life.chosen == "weibull"
+            else (1.0, log.window_hours / max(k, 1) * nodes)
+            for _, scope, k, _, life, _, _ in fitted
+            if scope in NODE_SCOPES
+        ]
+        null = None
+        if any(shape != 1.0 for shape, _ in laws):
+            null = dispersion(renewal_counts(laws, nodes, log.window_hours, rng))
+        lemons = fit_lemons(counts, rng, null=null)
+    excess = 1.0
+    if lemons is not None and lemons.overdispersed:
+        f, m = lemons.fraction.value, lemons.multiplier.value
+        excess = 1 - f + f * m  # lemons fail m× as often: the class's rate of a sound node
+        # the spread between nodes is the lemons' now: each node class's law is fitted again
+        # on lives in a sound node's time (a lemon's stretched by its multiplier), so a
+        # decreasing hazard does not count the same spread a second time
+        by_node = attributable["node"].value_counts()
+        unseen_pace = float(lemons.mixture.node_multiplier(np.zeros(1))[0])
+        for i, (name, scope, k, rate, lifetime, repair, lives) in enumerate(fitted):
+            if scope not in NODE_SCOPES or lifetime is None:
+                continue
+            rows = events[events["class"] == name]
+            node_ids = rows["node"].to_numpy()
+            pace = lemons.mixture.node_multiplier(by_node.reindex(node_ids).to_numpy())
+            lives = renewal_lives(
+                rows["time_h"].to_numpy(dtype=float),
+                node_ids,
+                log.window_hours,
+                nodes,
+                pace=pace,
+                unseen_pace=unseen_pace,
+            )
+            fitted[i] = (name, scope, k, rate, fit_lifetime(lives), repair, lives)
+
+    classes = [
+        ClassFit(
+            name,
+            scope,
+            k,
+            rate,
+            lifetime,
+            repair,
+            rate.value / (excess if scope in NODE_SCOPES else 1.0),
+            lives.observed,
+            lives.censored,
+        )
+        for name, scope, k, rate, lifetime, repair, lives in fitted
+    ]
     if not classes:
         warnings.append("the log has no failures: nothing to fit")
     return FitResult(

@@ -379,6 +379,11 @@ class FailureClassConfig(_Section):
     loses_data: bool = False  # storage: the outage destroys the checkpoints on the tier
     # false: the class strikes only while the job computes (not while it is down)
     while_idle: bool = True
+    # the components' age when the run starts: new (every lifetime starts then) or
+    # in_service (long in service: residual lives from the renewal process's equilibrium,
+    # so the class fails at its rate from the first day); matters only for weibull and
+    # lognormal lives
+    age: Literal["new", "in_service"] = "new"
     # nodes with a lasting fault (lemons, and nodes a failure left one) fail more often in
     # this class (default: gpu, node)
     node_attributable: bool | None = None

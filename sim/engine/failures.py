@@ -399,10 +399,18 @@ class FailureSource:
             self._fill_from_none(self.slot_scale)
 
     def _fill_from_none(self, scale: np.ndarray | None) -> None:
-        """Every clock, all empty before, from fresh lifetimes (scaled per node slot)."""
+        """Every clock, all empty before, from fresh lifetimes (scaled per node slot); for a
+        class whose components are long in service (`age: in_service`), from residual
+        lives of the renewal process's equilibrium."""
         per_node = self.per_node
         size = len(self.ends)
         now = self._now()
+        if self.failure_class.in_service:
+            draws = self.law.residual(self.rng, size)
+            if scale is not None:
+                draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
+            self._fill(np.arange(size), now + draws)
+            return
         if size < 64:
             draws = self._draw(size)
             if scale is not None:

@@ -33,6 +33,7 @@ class FailureClassPlan:
     rollback_checkpoints: int = 1  # recovery restarts from the n-th newest kept checkpoint
     silent: bool = False  # silent data corruption: found only after detect_s, rolls back past it
     needs_human: bool = False  # recovery waits for the on-call engineer
+    in_service: bool = False  # at the start, residual lives of components long in service
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             rollback_checkpoints=f.rollback_checkpoints,
             silent=f.silent,
             needs_human=f.needs_human,
+            in_service=f.age == "in_service",
         )
         for i, f in enumerate(scenario.failures)
     )
