@@ -1,5 +1,8 @@
 """Writes incidents.csv: 60 days of a 64-node cluster's failures, drawn with known figures so
-that `trainsim fit` can be judged on it (docs/fitting.md lists them).
+that `trainsim fit` can be judged on it (docs/fitting.md lists them). The nodes have been in
+service long before the window opens (as `trainsim fit` takes a log's nodes to be): each
+class is a renewal process in its equilibrium, so its rate is the stated one from the
+window's first day.
 
 Run: .venv/bin/python examples/make_incidents.py
 """
@@ -22,8 +25,9 @@ CLASSES = (
 REPAIR_SIGMA = 0.8  # lognormal repairs
 
 
-def main() -> Path:
-    rng = np.random.default_rng(2026)
+def draw(rng: np.random.Generator) -> pd.DataFrame:
+    """One log of the cluster: hours since the window's start (`t`), node, class, scope and
+    repair hours, in time order."""
     hours = DAYS * 24
     lemon = np.zeros(NODES, bool)
     lemon[LEMONS] = True
@@ -38,16 +42,22 @@ def main() -> Path:
         mean = 24 / (rate * GPUS_PER_NODE / 1000)  # a node's mean time between failures
         scale = mean / math.gamma(1 + 1 / shape)
         for node in range(NODES):
-            t = 0.0
-            while (
-                t := t + scale * rng.weibull(shape) / (multiplier if lemon[node] else 1)
-            ) <= hours:
+            pace = multiplier if lemon[node] else 1
+            # the nodes are long in service: the first failure comes after a residual life of
+            # the renewal process's equilibrium (U times a length-biased life), then whole lives
+            t = rng.random() * scale * rng.gamma(1 + 1 / shape) ** (1 / shape) / pace
+            while t <= hours:
                 hours_to_repair = rng.lognormal(
                     math.log(repair) - REPAIR_SIGMA**2 / 2, REPAIR_SIGMA
                 )
                 rows.append((t, f"gpu-node-{node:03d}", name, scope, round(hours_to_repair, 1)))
+                t += scale * rng.weibull(shape) / pace
     table = pd.DataFrame(rows, columns=["t", "node", "class", "scope", "repair_hours"])
-    table = table.sort_values("t")
+    return table.sort_values("t")
+
+
+def main() -> Path:
+    table = draw(np.random.default_rng(2026))
     table["time"] = (START + pd.to_timedelta(table["t"], unit="h")).dt.strftime(
         "%Y-%m-%dT%H:%M:%SZ"
     )

@@ -749,6 +749,15 @@ class LemonFit:
     multiplier: Estimate | None = None
     mixture: Mixture | None = None
     counts: np.ndarray = field(default_factory=lambda: np.array([]))
+    # what the statistic is held against: χ²(N − 1) (equal Poisson rates), or draws of the
+    # classes' own laws with no spread between nodes
+    null: str = "poisson"
+
+    @property
+    def test(self) -> str:
+        if self.null == "poisson":
+            return f"chi2, {self.nodes - 1} dof"
+        return f"{BOOTSTRAP} draws of the laws"
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -756,6 +765,7 @@ class LemonFit:
             "events": self.events,
             "dispersion_statistic": self.dispersion,
             "degrees_of_freedom": self.nodes - 1,
+            "null": self.null,
             "p_value": self.p_value,
             "overdispersed": self.overdispersed,
             "lemon_fraction": None if self.fraction is None else self.fraction.doc(),
@@ -809,8 +819,9 @@ def fit_lemons(
     else:
         p_value = float((1 + np.count_nonzero(null >= statistic)) / (1 + len(null)))
     events = int(counts.sum())
+    null_law = "poisson" if null is None else "renewal"
     if p_value >= DISPERSION_ALPHA:
-        return LemonFit(n, events, statistic, p_value, False, counts=counts)
+        return LemonFit(n, events, statistic, p_value, False, counts=counts, null=null_law)
     mixture = poisson_mixture(counts)
     # every resample starts from the fit to the data, so its components keep their labels
     resamples = rng.choice(counts, size=(BOOTSTRAP, n), replace=True)
@@ -825,7 +836,9 @@ def fit_lemons(
     multiplier = Estimate(
         min(mixture.multiplier, 1000.0), *np.quantile(multipliers, q).tolist(), events
     )
-    return LemonFit(n, events, statistic, p_value, True, fraction, multiplier, mixture, counts)
+    return LemonFit(
+        n, events, statistic, p_value, True, fraction, multiplier, mixture, counts, null_law
+    )
 
 
 # --------------------------------------------------------------------------- a whole log
@@ -888,7 +901,9 @@ class FitResult:
                 # is 1/mean only in the renewal process's equilibrium (docs/fitting.md)
                 item["age"] = "in_service"
             if c.repair is not None:
-                item["repair_hours"] = _round(c.repair.mean.value)
+                # the log's own mean: the engine's flat repairs (exponential) of this mean give
+                # back the log's downtime, whatever law the times follow
+                item["repair_hours"] = _round(c.repair.sample_mean_hours)
             failures.append(item)
         doc: dict[str, Any] = {"failures": failures}
         if self.lemons is not None and self.lemons.overdispersed:
@@ -1070,10 +1085,14 @@ def table_rows(result: FitResult) -> list[tuple[str, str, float, float, float, i
         if c.repair is not None:
             label = f"repair hours (mean, {c.repair.chosen})"
             rows.append((c.name, label, *_triple(c.repair.mean), c.repair.repairs))
+            rows.append(
+                (c.name, "repair hours written (the log's mean)",
+                 _round(c.repair.sample_mean_hours), math.nan, math.nan, c.repair.repairs)
+            )  # fmt: skip
     if result.lemons is not None:
         lemons = result.lemons
         rows.append(
-            ("lemons", f"dispersion p-value (chi2, {lemons.nodes - 1} dof)", lemons.p_value,
+            ("lemons", f"dispersion p-value ({lemons.test})", lemons.p_value,
              math.nan, math.nan, lemons.events)
         )  # fmt: skip
         if lemons.overdispersed:

@@ -9,7 +9,9 @@ times in any window of length t; a fleet log drawn here with numpy, node by node
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -141,3 +143,27 @@ def test_a_fleet_log_fits_back_and_runs_back():
         shares.append(top_share(rows["node"].to_numpy(dtype=int)))
     assert abs(np.mean(counts) / len(table) - 1) < 0.10, (np.mean(counts), len(table))
     assert abs(np.mean(shares) - top_share(table["node"].to_numpy())) < 0.05
+
+
+def test_the_example_generator_draws_what_its_docs_say():
+    """examples/make_incidents.py over 200 draws: each class's mean count is its stated rate
+    over the exposure (lemons 6x in the node classes), and the host class (Weibull 0.7, in
+    service) is no more frequent early in the window than late."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "make_incidents.py"
+    spec = importlib.util.spec_from_file_location("make_incidents", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(9)
+    draws = [module.draw(rng) for _ in range(200)]
+    nodes, gpus, days = module.NODES, module.GPUS_PER_NODE, module.DAYS
+    lemons = len(module.LEMONS)
+    for name, scope, rate, _, multiplier, _ in module.CLASSES:
+        counts = np.array([np.count_nonzero(d["class"] == name) for d in draws])
+        weight = nodes if scope == "job" else nodes - lemons + lemons * multiplier
+        expected = rate / 1000 * gpus * days * weight
+        se = counts.std(ddof=1) / math.sqrt(counts.size)
+        assert abs(counts.mean() - expected) < 3 * se, (name, counts.mean(), expected)
+    host = np.concatenate([d.loc[d["class"] == "host", "t"].to_numpy() for d in draws])
+    half = days * 24 / 2
+    early, late = np.count_nonzero(host < half), np.count_nonzero(host >= half)
+    assert abs(early - late) < 3 * math.sqrt(early + late)
