@@ -47,9 +47,12 @@ from sim.results import (
     chrome_trace,
     is_disk_error,
     read_bounded,
+    replacing,
     resume_command,
     schema_difference,
     trainsim_command,
+    with_provenance,
+    write_regular,
 )
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
@@ -200,7 +203,8 @@ def part_check(run: RunDir, scenario_set: ScenarioSet) -> PartCheck:
             and (points is None or point in points)
         )
 
-    return PartCheck(schema_of, seed, manifest["replicas"], allowed)
+    companion = incident_log.part_problem if manifest.get("incidents") else None
+    return PartCheck(schema_of, seed, manifest["replicas"], allowed, companion)
 
 
 # a part set aside is run again; parts still bad after this many rounds: the run stops
@@ -417,12 +421,12 @@ def _finalise(
         if adaptive:
             point["ci_half_width_days"] = adaptive["half_width_days"]
     doc["run_dir"] = str(run.path)
-    summary.to_csv(run.path / "summary.csv", index=False)
-    (run.path / "summary.json").write_text(_dumps(doc))
+    write_regular(run.path / "summary.csv", summary.to_csv(index=False))
+    write_regular(run.path / "summary.json", _dumps(doc))
     if timeline:
         first = (scenario_set.feasible or scenario_set.points)[0]
         record = simulate_replica(build_plan(first.scenario), 0, seed, timeline=True)
-        (run.path / "timeline.json").write_text(_dumps(chrome_trace(record.timeline)))
+        write_regular(run.path / "timeline.json", _dumps(chrome_trace(record.timeline)))
     if figures and len(light):  # a slice of infeasible points only has nothing to draw
         keys = scenario_set.varied_keys  # the figures' axes: keys with several values
         # a table of an older version lacks some columns: their figures are skipped
@@ -481,7 +485,10 @@ def _merge(run: RunDir, scenario_set: ScenarioSet, points: range | None) -> Path
     if run.parts() or any(p.infeasible is None for p in wanted):
         return run.merge()
     path = run.path / "replicas.parquet"
-    frame_of([], scenario_set.swept_keys, sweep_types(scenario_set)).to_parquet(path, index=False)
+    empty = frame_of([], scenario_set.swept_keys, sweep_types(scenario_set))
+    table = pa.Table.from_pandas(empty, preserve_index=False)
+    with replacing(path) as tmp:
+        pq.write_table(with_provenance(table, run.manifest.get("fingerprint")), tmp)
     return path
 
 

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from sim import api, montecarlo
+from sim.results import with_provenance
 from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -224,7 +225,9 @@ def test_bad_parts_are_set_aside_and_run_again_never_merged(tmp_path, reference)
     parts = run_dir / "parts"
     # an overlapping part: replicas 2..6 (real rows), across the parts of 0..4 and 5..9
     rows = reference[reference["replica"].between(2, 6)].reset_index(drop=True)
-    rows.to_parquet(parts / "p00000-r000000002-n000000005.parquet", index=False)
+    own = with_provenance(pa.Table.from_pandas(rows, preserve_index=False),
+                          manifest(run_dir)["fingerprint"])  # fmt: skip
+    pq.write_table(own, parts / "p00000-r000000002-n000000005.parquet")
     # a copy under another range: its rows are not the replicas its name says
     shutil.copy(part(run_dir, 0), parts / "p00000-r000000040-n000000005.parquet")
     # a truncated part
