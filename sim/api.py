@@ -523,11 +523,18 @@ def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True
                     "merge", str(r.path), f"sweep point {point} is also in {seen[point]}"
                 )
             seen[point] = r.path
+    incidents = _slice_incidents(runs)
+    extra: dict[str, Any] = {
+        "merged_from": [str(r.path) for r in runs],
+        "overrides": first.get("overrides") or [],
+    }
+    if incidents:
+        extra["incidents"] = True  # the slices' failures joined: incidents.parquet
     merged = RunDir.create(
         out, scenario_set, first["seed"], first["replicas"], first["executor"], first["workers"],
-        extra={"merged_from": [str(r.path) for r in runs],
-               "overrides": first.get("overrides") or []},
+        extra=extra,
     )  # fmt: skip
+    write = incident_log.sink(merged.write_part, merged.parts_dir) if incidents else None
     try:
         try:
             with stop_on_signals():
@@ -536,7 +543,14 @@ def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True
                     for batch in table.iter_batches(batch_size=MERGE_BATCH):
                         rows = batch.to_pandas()
                         for point, group in rows.groupby("point", sort=True):
-                            merged.write_part(int(point), int(group["replica"].iloc[0]), group)
+                            start = int(group["replica"].iloc[0])
+                            if write is None:
+                                merged.write_part(int(point), start, group)
+                                continue
+                            failures = incident_log.read_replicas(
+                                r.path / incident_log.FILE, int(point), start, len(group)
+                            )
+                            write(int(point), start, incident_log.attach(group, failures))
         except Interrupted:
             raise
         except BaseException:
@@ -550,6 +564,29 @@ def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True
     except Interrupted as stop:  # copying the slices, or writing the table, summaries, figures
         merged.try_status("interrupted")
         raise MergeInterrupted(merged.path, stop) from None
+
+
+def _slice_incidents(runs: list[RunDir]) -> bool:
+    """Whether the slices ran with --incidents (then their incident logs are joined): all
+    or none, each with a readable incidents.parquet; else a ScenarioError naming the slice."""
+    with_log = [r for r in runs if r.manifest.get("incidents")]
+    if not with_log:
+        return False
+    if len(with_log) != len(runs):
+        other = next(r for r in runs if not r.manifest.get("incidents"))
+        raise ScenarioError(
+            "merge", str(other.path), f"this slice ran without --incidents but "
+            f"{with_log[0].path} ran with it: the merged run would have the failures of some "
+            "points only. Merge slices that all ran with --incidents, or all without",
+        )  # fmt: skip
+    for r in with_log:
+        why = incident_log.file_problem(r.path / incident_log.FILE)
+        if why is not None:
+            raise ScenarioError(
+                str(r.path / incident_log.FILE), "", f"{why}: expected the slice's incident "
+                "log (it ran with --incidents); run the slice again to have it",
+            )  # fmt: skip
+    return True
 
 
 MAX_SCENARIO_BYTES = 1_000_000
@@ -579,6 +616,9 @@ def _slice_points(run: RunDir, scenario_set: ScenarioSet) -> list[int]:
         points = file.read(columns=["point", "replica", "seed"]).to_pandas()
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise bad(f"not a readable parquet file ({type(exc).__name__}: {str(exc)[:200]})") from None
+    why = run.table_problem()
+    if why is not None:
+        raise bad(why)
     found = sorted(int(p) for p in points["point"].unique())
     allowed = part_check(run, scenario_set)
     for point in found:

@@ -147,3 +147,29 @@ def merge(run_path: Path) -> Path:
         if not paths:
             writer.write_table(SCHEMA.empty_table())
     return run_path / FILE  # the parts stay until the run is complete (remove_parts)
+
+
+def file_problem(path: Path) -> str | None:
+    """Why `path` is not an incident log of a run (a regular, readable parquet file of the
+    log's columns), or None."""
+    if path.is_symlink() or not path.is_file():
+        return "missing or not a regular file"
+    try:
+        schema = pq.read_schema(path).remove_metadata()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return f"unreadable ({type(exc).__name__}: {str(exc)[:200]})"
+    if not schema.equals(SCHEMA):
+        return "not of the incident log's columns"
+    return None
+
+
+def read_replicas(path: Path, point: int, first: int, count: int) -> pd.DataFrame:
+    """The failures of point `point`, replicas first..first+count-1, from a run's
+    incidents.parquet (`merge` joins the slices' logs this way, a chunk of replicas at a
+    time)."""
+    table = pq.read_table(
+        path,
+        schema=SCHEMA,
+        filters=[("point", "=", point), ("replica", ">=", first), ("replica", "<", first + count)],
+    )
+    return table.replace_schema_metadata(None).to_pandas()
