@@ -159,3 +159,25 @@ def test_a_lost_scheduler_names_the_command_that_completes_the_run(tmp_path, mon
     assert r.returncode == 2 and manifest(run_dir)["status"] == "failed", r.stderr
     assert shlex.split(r.stderr.split("`")[1]) == shlex.split(resume_command(run_dir))
     assert str(run_dir) in shlex.split(r.stderr.split("`")[1])
+
+
+def test_export_stopped_midway_leaves_no_partial_file(tmp_path, monkeypatch, signals_restored):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text("{}")
+    pd.DataFrame({"point": [0] * 3, "replica": [0, 1, 2]}).to_parquet(run_dir / "replicas.parquet")
+    monkeypatch.setattr(export, "BATCH_ROWS", 1)
+    written = []
+
+    class Stopping(export.pacsv.CSVWriter):
+        def write_batch(self, batch):
+            written.append(batch)
+            if len(written) == 2:
+                raise KeyboardInterrupt  # Ctrl-C between two batches
+            return super().write_batch(batch)
+
+    monkeypatch.setattr(export.pacsv, "CSVWriter", Stopping)
+    r = cli_in_process(["export", str(run_dir)])
+    assert r.returncode == 130, r.stderr
+    assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in run_dir.iterdir()) == ["replicas.parquet", "run.json"]
