@@ -1049,10 +1049,13 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as
 def report_command(run_dir, out) -> None:
     """One self-contained HTML page of a run: the scenario in words, the calculator, the
     summaries, every figure, cost, downtime and failures, plan results, provenance."""
-    if out is not None:  # never over the run's own table, manifest, parts or figures
-        protect_run_files(
-            run_dir, out, "--out", f"or leave --out out for {run_dir / 'report.html'}"
-        )
+    # never over a run's own table, manifest, parts or figures, nor through a link
+    protect_run_files(
+        run_dir,
+        run_dir / "report.html" if out is None else out,
+        "--out",
+        "" if out is None else f"or leave --out out for {run_dir / 'report.html'}",
+    )
     print(f"report: {run_report.write_report(run_dir, out)}")
 
 

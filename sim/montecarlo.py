@@ -41,6 +41,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sim import columns, incident_log
 from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.scenario import ScenarioSet
+from sim.schema import EXECUTORS
 
 # The public columns of replicas.parquet, in order (docs/metrics.md defines each).
 COLUMNS = [
@@ -85,7 +86,6 @@ COLUMNS = [
     *columns.COST_COLUMNS,
 ]
 
-EXECUTORS = ("serial", "processes", "dask")
 Sink = Callable[[int, int, pd.DataFrame], None]  # (point, first replica, rows)
 
 # Count columns (ints in RunRecord): nullable, so that error rows keep one schema.

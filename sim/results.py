@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from sim.scenario import ScenarioError, ScenarioSet, dump_resolved
+from sim.schema import EXECUTORS
 
 try:  # not on Windows: one writer is then not enforced
     import fcntl
@@ -182,7 +183,33 @@ def _manifest_problem(manifest: Any, strict: bool) -> tuple[str, str] | None:
         ("replicas", lambda v: integer(v, 1), "the replicas per point, an integer >= 1", True),
         ("status", lambda v: v in STATUSES, f"one of {', '.join(STATUSES)}", True),
         ("workers", lambda v: integer(v, 1), "the worker count, an integer >= 1", False),
-        ("executor", lambda v: isinstance(v, str), "the executor's name", False),
+        ("executor", lambda v: v in EXECUTORS, f"one of {', '.join(EXECUTORS)}", False),
+        ("resumed", lambda v: isinstance(v, list), "a list (the times the run ended)", False),
+        (
+            "adaptive",
+            lambda v: (
+                isinstance(v, dict)
+                and all(
+                    isinstance(x, dict) and {"replicas", "mean_days", "half_width_days"} <= set(x)
+                    for x in v.values()
+                )
+            ),
+            "an object of points, each with replicas, mean_days and half_width_days",
+            False,
+        ),
+        (
+            "overrides",
+            lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+            "a list of the --set overrides (strings)",
+            False,
+        ),
+        (
+            "merged_from",
+            lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+            "a list of run directories",
+            False,
+        ),
+        ("incidents", lambda v: isinstance(v, bool), "true or false", False),
         (
             "points_slice",
             lambda v: (

@@ -553,12 +553,16 @@ class CostConfig(_Section):
     gpu_hour_usd: Annotated[float, Field(ge=0, le=1e6)] = 2.5
 
 
+# where replicas run: one process, a process pool, a Dask cluster (sim/montecarlo.py)
+EXECUTORS = ("serial", "processes", "dask")
+
+
 class SimulationConfig(_Section):
     replicas: Count = 1000
     seed: Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)] = 0
     horizon_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 730.0
     # serial | processes | dask (None: processes with more than one worker, else serial)
-    executor: Literal["serial", "processes", "dask"] | None = None
+    executor: Literal[EXECUTORS] | None = None  # type: ignore[valid-type]
     # the run's start on the weekly calendar (on-call response times depend on it)
     start_weekday: Literal[WEEKDAYS] = "monday"  # type: ignore[valid-type]
     start_hour: Annotated[float, Field(ge=0, lt=24)] = 9.0

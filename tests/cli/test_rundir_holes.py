@@ -797,3 +797,17 @@ def test_export_and_report_never_write_through_a_link(tmp_path, command):
         assert r.returncode == 2, r.stderr
         assert "symbolic link" in r.stderr
     assert victim.read_text() == "keep me\n" and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("executor", "quantum"), ("resumed", 5), ("adaptive", 5), ("overrides", 7),
+     ("merged_from", 3), ("incidents", "yes")],
+)  # fmt: skip
+def test_a_damaged_run_json_value_is_bad_input_naming_the_key(tmp_path, key, value):
+    run_dir = unfinished_run(tmp_path / "out", replicas=10)
+    (run_dir / "run.json").write_text(json.dumps({**manifest(run_dir), key: value}))
+    r = resume(run_dir)
+    assert r.returncode == 2, r.stderr
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+    assert key in r.stderr and "run.json" in r.stderr
