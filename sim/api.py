@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim import analysis, feasibility, incident_log, plots
-from sim.dask_executor import SchedulerLost
+from sim.dask_executor import SchedulerLost, check_scheduler_option
 from sim.engine import build_plan, simulate_replica
 from sim.montecarlo import (
     Interrupted,
@@ -72,10 +72,11 @@ class RunOutcome(TableOfRun):
 
 
 class RunInterrupted(Exception):
-    """The run stopped on SIGINT/SIGTERM; its directory holds what finished."""
+    """The run stopped on SIGINT/SIGTERM; its directory holds what finished (`complete`: the
+    stop came once the run was complete, nothing to resume)."""
 
-    def __init__(self, run_dir: Path | None, cause: Interrupted):
-        self.run_dir, self.cause = run_dir, cause
+    def __init__(self, run_dir: Path | None, cause: Interrupted, complete: bool = False):
+        self.run_dir, self.cause, self.complete = run_dir, cause, complete
         super().__init__(str(cause))
 
 
@@ -118,6 +119,7 @@ def run_scenario(
     seed = base.seed if seed is None else seed
     workers = default_workers() if workers is None else workers
     executor = executor or base.executor or ("processes" if workers > 1 else "serial")
+    check_scheduler_option(executor, scheduler)  # unreachable: no run directory left behind
     if out is None:
         if points is not None or target_ci is not None or incidents:
             raise ValueError("points slices, target_ci and incidents need a run directory (out)")
@@ -142,10 +144,6 @@ def run_scenario(
     if incidents:
         extra["incidents"] = True  # every replica's failures: incidents.parquet
     extra.update(note or {})
-    if executor == "dask" and scheduler:
-        from sim.dask_executor import check_scheduler
-
-        check_scheduler(scheduler)  # an unreachable cluster leaves no run directory behind
     run = RunDir.create(out, scenario_set, seed, replicas, executor, workers, extra)
     return _complete(run, scenario_set, progress, figures, timeline, problems, scheduler)
 
@@ -178,6 +176,7 @@ def resume_run(
                 "the slices, then merge them again",
             )  # fmt: skip
         run.check_fingerprint()
+        check_scheduler_option(executor or run.manifest.get("executor"), scheduler)
         scenario_set = load_scenario(run.path / "scenario.yaml")
         run.begin_resume(scenario_set, workers, executor)
     except BaseException:

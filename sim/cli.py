@@ -637,6 +637,16 @@ def plan_command(
             f"unknown metric {objective!r}; one of {', '.join(analysis.METRICS)}",
             param_hint="--objective",
         )
+    ctx = click.get_current_context()
+    if (
+        replicas_first > replicas_max
+        and ctx.get_parameter_source("replicas_first") == click.core.ParameterSource.COMMANDLINE
+    ):  # the default first round is cut to a smaller --replicas-max; a given one is not
+        raise click.BadParameter(
+            f"{replicas_first} is more than --replicas-max {replicas_max}: the first round "
+            "cannot have more replicas than a point gets at most",
+            param_hint="--replicas-first",
+        )
     loaded = _load(scenario, overrides, planner.parse_vary(str(scenario), vary))
     _plan_answer(
         lambda: planner.plan(
@@ -664,6 +674,13 @@ def _plan_answer(race, as_json: bool) -> None:
     try:
         result = race()
     except RunInterrupted as stop:
+        if stop.complete:  # stopped while it let go of the finished directory
+            print(
+                f"interrupted ({stop.cause.signal_name}) once the plan was complete: its "
+                f"answer is in {stop.run_dir} (trainsim report {shlex.quote(str(stop.run_dir))})",
+                file=sys.stderr,
+            )
+            _exit_stopped()
         _say_interrupted(
             stop, " (it reuses them and gives the plan of an uninterrupted run)", counted=False
         )
