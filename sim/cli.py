@@ -675,9 +675,10 @@ def _plan_answer(race, as_json: bool) -> None:
         result = race()
     except RunInterrupted as stop:
         if stop.complete:  # stopped while it let go of the finished directory
+            report = f"{trainsim_command()} report {shlex.quote(str(stop.run_dir))}"
             print(
                 f"interrupted ({stop.cause.signal_name}) once the plan was complete: its "
-                f"answer is in {stop.run_dir} (trainsim report {shlex.quote(str(stop.run_dir))})",
+                f"answer is in {stop.run_dir} ({report})",
                 file=sys.stderr,
             )
             _exit_stopped()

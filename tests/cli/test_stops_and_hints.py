@@ -4,9 +4,14 @@ plan's progress bar once a round is done."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import matplotlib.figure
@@ -181,3 +186,57 @@ def test_export_stopped_midway_leaves_no_partial_file(tmp_path, monkeypatch, sig
     assert r.returncode == 130, r.stderr
     assert "Traceback" not in r.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == ["replicas.parquet", "run.json"]
+
+
+def test_a_plan_stopped_as_it_completes_exits_130(tmp_path, monkeypatch, signals_restored):
+    from sim.results import RunDir
+
+    def stopped(self):  # Ctrl-C while the complete plan lets go of its parts
+        raise Interrupted("SIGINT", 0, 0)
+
+    monkeypatch.setattr(RunDir, "remove_parts", stopped)
+    r = cli_in_process(["plan", SMALL, "--vary", "cluster.spare_nodes=0,1", "--deadline-days",
+                        "30", "--replicas-first", "2", "--replicas-max", "4", "--workers", "1",
+                        "--no-progress", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert r.returncode == 130, r.stderr
+    assert "once the plan was complete" in r.stderr and "Traceback" not in r.stderr
+
+
+def session_processes(session: int) -> list[int]:
+    """The pids of the processes of a session (Linux /proc), its leader included."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":  # (state, ppid, pgrp, session)
+            found.append(int(stat_file.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_forecast_with_workers_stops_at_ctrl_c_leaving_no_process(tmp_path):
+    """Ctrl-C at a terminal signals the whole foreground group: the command and its workers."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ["PYTHONPATH"]])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sim", "forecast", SMALL, "--elapsed-days", "1", "--done-steps",
+         "10", "--replicas", "100000", "--workers", "2"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(session_processes(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the command and its two workers
+        assert len(session_processes(proc.pid)) >= 3
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=15)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    time.sleep(0.5)
+    assert session_processes(proc.pid) == []
