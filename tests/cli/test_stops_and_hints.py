@@ -217,7 +217,8 @@ def session_processes(session: int) -> list[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_forecast_with_workers_stops_at_ctrl_c_leaving_no_process(tmp_path):
-    """Ctrl-C at a terminal signals the whole foreground group: the command and its workers."""
+    """SIGINT to the command alone (`kill -INT`, a batch system's stop; Ctrl-C at a terminal
+    signals its workers too): it stops at once, its workers with it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ["PYTHONPATH"]])}
     proc = subprocess.Popen(
         [sys.executable, "-m", "sim", "forecast", SMALL, "--elapsed-days", "1", "--done-steps",
@@ -231,7 +232,7 @@ def test_forecast_with_workers_stops_at_ctrl_c_leaving_no_process(tmp_path):
             time.sleep(0.2)  # the command and its two workers
         assert len(session_processes(proc.pid)) >= 3
         time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=15)
     finally:
         with contextlib.suppress(ProcessLookupError):
