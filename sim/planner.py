@@ -40,7 +40,7 @@ from sim.dask_executor import SchedulerLost, check_scheduler_option
 from sim.montecarlo import Interrupted, TimeColumn, default_workers
 from sim.montecarlo import _ignore_for_a_while as ignore_for_a_while
 from sim.montecarlo import run as run_montecarlo
-from sim.results import RunDir, TableOfRun, read_manifest
+from sim.results import RunDir, TableOfRun, read_manifest, write_regular
 from sim.scenario import Point, ScenarioError, ScenarioSet, load_scenario
 
 FIRST_REPLICAS = 32  # every point's first batch
@@ -760,7 +760,7 @@ def _race_grid(
                 table = table.sort_values(["point", "replica"], ignore_index=True)
                 return Plan(doc, scenario_set, None, problems, table)
             doc["run_dir"] = str(run.path)
-            (run.path / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
+            write_regular(run.path / "plan.json", json.dumps(doc, indent=2) + "\n")
             figures = run.path / "figures"
             figures.mkdir(exist_ok=True)
             plan_plots.pareto_figure(doc).savefig(figures / "pareto.png", dpi=110)

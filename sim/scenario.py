@@ -237,8 +237,8 @@ class _Loader(_SafeBase):
                 )
 
 
-# Booleans are YAML 1.2's true and false only: PyYAML's YAML 1.1 also reads yes, no, on,
-# off, y and n as booleans (a Norwegian `country: no` turns false); here they stay strings,
+# Booleans are YAML 1.2's true and false only: PyYAML's YAML 1.1 also reads yes, no, on
+# and off as booleans (a Norwegian `country: no` turns false); here they stay strings,
 # which a boolean key then refuses
 _BOOL = "tag:yaml.org,2002:bool"
 _Loader.yaml_implicit_resolvers = {
