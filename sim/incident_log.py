@@ -105,6 +105,8 @@ def part_problem(replica_part: Path, point: int, first: int, count: int) -> str 
     path = replica_part.with_name(f"incidents-{replica_part.name}")
     if not path.exists() and not path.is_symlink():
         return f"its failures ({path.name}) are missing"
+    if path.is_symlink() or not path.is_file():  # a FIFO would block the read
+        return f"its failures ({path.name}) are not a regular file"
     try:
         file = pq.ParquetFile(path)
         schema = file.schema_arrow.remove_metadata()

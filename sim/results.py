@@ -890,9 +890,12 @@ class RunDir:
 
     def table_problem(self) -> str | None:
         """Why replicas.parquet is not this run's whole table (missing, unreadable, of another
-        run, rows lost), or None."""
+        run, rows lost), or None. A special file (a FIFO, a device) is not opened."""
+        path = self.path / "replicas.parquet"
         try:
-            file = pq.ParquetFile(self.path / "replicas.parquet")
+            if not stat.S_ISREG(path.stat().st_mode):
+                return "not a regular file"
+            file = pq.ParquetFile(path)
         except Exception as exc:  # noqa: BLE001 - missing, truncated, not parquet
             return f"unreadable ({type(exc).__name__}: {str(exc)[:200]})"
         return provenance_problem(

@@ -811,3 +811,17 @@ def test_a_damaged_run_json_value_is_bad_input_naming_the_key(tmp_path, key, val
     assert r.returncode == 2, r.stderr
     assert "internal error" not in r.stderr and "Traceback" not in r.stderr
     assert key in r.stderr and "run.json" in r.stderr
+
+
+def test_a_complete_run_whose_table_is_a_fifo_resumes_without_hanging(tmp_path):
+    run_dir = complete_run(tmp_path / "out")
+    expected = table(run_dir)
+    (run_dir / "replicas.parquet").unlink()
+    os.mkfifo(run_dir / "replicas.parquet")
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(resume(run_dir)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert result, "the resume hung on a FIFO"
+    assert result[0].returncode == 0, result[0].stderr
+    pd.testing.assert_frame_equal(table(run_dir), expected)
