@@ -6,8 +6,10 @@ Layout:
     scenario.yaml     the resolved scenario with the effective replicas and seed: running
                       it again reproduces replicas.parquet
     run.lock          while a process writes the directory: its pid, host and command
-    parts/            one parquet file per finished chunk of replicas, as they finish
-    replicas.parquet  the parts merged, sorted by point and replica (when complete)
+    parts/            one parquet file per finished chunk of replicas, as they finish, with
+                      the run's fingerprint and its row count in its metadata
+    replicas.parquet  the parts merged, sorted by point and replica (when complete), in
+                      row groups of a fixed size, with the fingerprint and row count too
     summary.csv, summary.json, figures/, timeline.json (optional)
     rejected-parts/   parts found bad (unreadable, another schema, rows out of place or
                       overlapping another part's): set aside, never merged; their replicas
@@ -17,7 +19,8 @@ The directory is created atomically with a unique id before anything is simulate
 (so an output path that cannot be written fails at once), chunks stream to `parts/`
 (so the main process never holds every row, and an interrupted run keeps what
 finished), and `status` in run.json says running | complete | interrupted | failed.
-`trainsim run --resume DIR` runs only the replicas no part holds.
+`trainsim run --resume DIR` runs only the replicas no part holds. Every file is written
+as a new regular file renamed into place (`replacing`): never through a link.
 
 One process writes a run directory at a time: it holds an exclusive lock on `run.lock`
 (flock: the kernel lets go when the process dies, so a dead writer's lock is taken over
@@ -68,9 +71,9 @@ MAX_LOCK_BYTES = 64_000
 # the manifest keys the fingerprint covers (with the resolved scenario): what the parts
 # were simulated from
 FINGERPRINTED = ("seed", "replicas", "points_slice", "target_ci", "plan")
-# errors of a full or unwritable disk: said as such, with what was kept (not "a bug")
 # opening a file never follows a link in its last component (not on Windows)
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# errors of a full or unwritable disk: said as such, with what was kept (not "a bug")
 DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 
 
