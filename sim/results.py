@@ -997,7 +997,10 @@ def protect_run_files(
             continue
         if target == root:
             raise refuse("the directory", run)
-        if target.parent == root and target.name in RUN_FILES:
+        if target.parent == root and (
+            target.name in RUN_FILES
+            or (target.name.startswith(".") and target.name.endswith(".tmp"))
+        ):  # its files, and the temporaries `replacing` renames into them
             raise refuse(f"the file {target.name}", run)
         if any(root / folder in (target, *target.parents) for folder in RUN_FOLDERS):
             raise refuse(f"inside {target.relative_to(root).parts[0]}/", run)

@@ -225,6 +225,9 @@ def test_forecast_with_workers_stops_at_ctrl_c_leaving_no_process(tmp_path):
          "10", "--replicas", "100000", "--workers", "2"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
+        # as from a shell: an in-process test's stop may have left SIGINT ignored here, and
+        # an ignored signal stays ignored in a child
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
