@@ -494,8 +494,9 @@ def _merge(run: RunDir, scenario_set: ScenarioSet, points: range | None) -> Path
 def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True) -> RunOutcome:
     """Join runs of slices of one sweep (`--points I:J`) into one run, equal to the run of
     the whole sweep: same scenario, seed and replicas, disjoint points. Each slice's table
-    is checked (a regular, readable parquet file of the run's schema) before anything is
-    written, and copied a batch of rows at a time."""
+    is checked (a regular, readable parquet file of the run's schema, whole: its fingerprint
+    and row count) before anything is written, and copied a batch of rows at a time; slices
+    run with --incidents give the merged run their failures too (incidents.parquet)."""
     runs = [RunDir.open(d, "merge") for d in run_dirs]
     if not runs:
         raise ScenarioError("merge", "", "give the run directories to merge")

@@ -5,6 +5,8 @@ A chunk's replicas hand their failures in with the chunk's table (`table.attrs`,
 survives the trip back from a worker process or a Dask worker); the run directory's sink
 writes them as a part file named like the chunk's replica part, and `merge` joins the parts
 that belong to a replica part into incidents.parquet before the replica parts are merged.
+`trainsim merge` hands each slice's failures to the same sink, a chunk of replicas at a
+time (`read_replicas`), so the merged run has the slices' logs joined.
 """
 
 from __future__ import annotations
