@@ -466,11 +466,14 @@ PROVENANCE = b"trainsim.fingerprint"
 ROWS = b"trainsim.rows"
 
 
-def with_provenance(table: pa.Table, fingerprint_: str | None, rows: int | None = None) -> pa.Table:
+def provenance(fingerprint_: str | None, rows: int) -> dict[bytes, bytes]:
+    """The parquet metadata that says what a file was run from and how many rows it has."""
+    return {PROVENANCE: str(fingerprint_).encode(), ROWS: str(rows).encode()}
+
+
+def with_provenance(table: pa.Table, fingerprint_: str | None) -> pa.Table:
     """`table` with the fingerprint it was run from and its row count in its metadata."""
-    metadata = dict(table.schema.metadata or {})
-    metadata[PROVENANCE] = str(fingerprint_).encode()
-    metadata[ROWS] = str(len(table) if rows is None else rows).encode()
+    metadata = {**(table.schema.metadata or {}), **provenance(fingerprint_, len(table))}
     return table.replace_schema_metadata(metadata)
 
 
@@ -849,9 +852,7 @@ class RunDir:
         parts = self.parts()
         if not parts:
             raise RuntimeError(f"{self.path}: no parts to merge")
-        rows = 0
-        for _, _, count, _ in parts:
-            rows += count
+        rows = sum(count for _, _, count, _ in parts)
         writer: pq.ParquetWriter | None = None
         schema: pa.Schema | None = None
         pending: list[pa.Table] = []  # rows read, not yet written: less than a row group
@@ -878,10 +879,8 @@ class RunDir:
                         raise PartsRejected(str(path)) from None
                     if writer is None:
                         schema = table.schema.remove_metadata()
-                        provenance = with_provenance(
-                            schema.empty_table(), self.manifest.get("fingerprint"), rows
-                        )
-                        writer = pq.ParquetWriter(tmp, provenance.schema)
+                        written = provenance(self.manifest.get("fingerprint"), rows)
+                        writer = pq.ParquetWriter(tmp, schema.with_metadata(written))
                     pending.append(table.cast(schema))
                     if sum(len(t) for t in pending) >= ROW_GROUP:
                         flush(everything=False)
