@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim import analysis, feasibility, incident_log, plots
-from sim.dask_executor import SchedulerLost
+from sim.dask_executor import SchedulerLost, check_scheduler_option
 from sim.engine import build_plan, simulate_replica
 from sim.montecarlo import (
     Interrupted,
@@ -47,9 +47,12 @@ from sim.results import (
     chrome_trace,
     is_disk_error,
     read_bounded,
+    replacing,
     resume_command,
     schema_difference,
     trainsim_command,
+    with_provenance,
+    write_regular,
 )
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
 
@@ -69,10 +72,11 @@ class RunOutcome(TableOfRun):
 
 
 class RunInterrupted(Exception):
-    """The run stopped on SIGINT/SIGTERM; its directory holds what finished."""
+    """The run stopped on SIGINT/SIGTERM; its directory holds what finished (`complete`: the
+    stop came once the run was complete, nothing to resume)."""
 
-    def __init__(self, run_dir: Path | None, cause: Interrupted):
-        self.run_dir, self.cause = run_dir, cause
+    def __init__(self, run_dir: Path | None, cause: Interrupted, complete: bool = False):
+        self.run_dir, self.cause, self.complete = run_dir, cause, complete
         super().__init__(str(cause))
 
 
@@ -115,6 +119,7 @@ def run_scenario(
     seed = base.seed if seed is None else seed
     workers = default_workers() if workers is None else workers
     executor = executor or base.executor or ("processes" if workers > 1 else "serial")
+    check_scheduler_option(executor, scheduler)  # unreachable: no run directory left behind
     if out is None:
         if points is not None or target_ci is not None or incidents:
             raise ValueError("points slices, target_ci and incidents need a run directory (out)")
@@ -139,10 +144,6 @@ def run_scenario(
     if incidents:
         extra["incidents"] = True  # every replica's failures: incidents.parquet
     extra.update(note or {})
-    if executor == "dask" and scheduler:
-        from sim.dask_executor import check_scheduler
-
-        check_scheduler(scheduler)  # an unreachable cluster leaves no run directory behind
     run = RunDir.create(out, scenario_set, seed, replicas, executor, workers, extra)
     return _complete(run, scenario_set, progress, figures, timeline, problems, scheduler)
 
@@ -175,6 +176,7 @@ def resume_run(
                 "the slices, then merge them again",
             )  # fmt: skip
         run.check_fingerprint()
+        check_scheduler_option(executor or run.manifest.get("executor"), scheduler)
         scenario_set = load_scenario(run.path / "scenario.yaml")
         run.begin_resume(scenario_set, workers, executor)
     except BaseException:
@@ -200,7 +202,8 @@ def part_check(run: RunDir, scenario_set: ScenarioSet) -> PartCheck:
             and (points is None or point in points)
         )
 
-    return PartCheck(schema_of, seed, manifest["replicas"], allowed)
+    companion = incident_log.part_problem if manifest.get("incidents") else None
+    return PartCheck(schema_of, seed, manifest["replicas"], allowed, companion)
 
 
 # a part set aside is run again; parts still bad after this many rounds: the run stops
@@ -417,12 +420,12 @@ def _finalise(
         if adaptive:
             point["ci_half_width_days"] = adaptive["half_width_days"]
     doc["run_dir"] = str(run.path)
-    summary.to_csv(run.path / "summary.csv", index=False)
-    (run.path / "summary.json").write_text(_dumps(doc))
+    write_regular(run.path / "summary.csv", summary.to_csv(index=False))
+    write_regular(run.path / "summary.json", _dumps(doc))
     if timeline:
         first = (scenario_set.feasible or scenario_set.points)[0]
         record = simulate_replica(build_plan(first.scenario), 0, seed, timeline=True)
-        (run.path / "timeline.json").write_text(_dumps(chrome_trace(record.timeline)))
+        write_regular(run.path / "timeline.json", _dumps(chrome_trace(record.timeline)))
     if figures and len(light):  # a slice of infeasible points only has nothing to draw
         keys = scenario_set.varied_keys  # the figures' axes: keys with several values
         # a table of an older version lacks some columns: their figures are skipped
@@ -481,15 +484,19 @@ def _merge(run: RunDir, scenario_set: ScenarioSet, points: range | None) -> Path
     if run.parts() or any(p.infeasible is None for p in wanted):
         return run.merge()
     path = run.path / "replicas.parquet"
-    frame_of([], scenario_set.swept_keys, sweep_types(scenario_set)).to_parquet(path, index=False)
+    empty = frame_of([], scenario_set.swept_keys, sweep_types(scenario_set))
+    table = pa.Table.from_pandas(empty, preserve_index=False)
+    with replacing(path) as tmp:
+        pq.write_table(with_provenance(table, run.manifest.get("fingerprint")), tmp)
     return path
 
 
 def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True) -> RunOutcome:
     """Join runs of slices of one sweep (`--points I:J`) into one run, equal to the run of
     the whole sweep: same scenario, seed and replicas, disjoint points. Each slice's table
-    is checked (a regular, readable parquet file of the run's schema) before anything is
-    written, and copied a batch of rows at a time."""
+    is checked (a regular, readable parquet file of the run's schema, whole: its fingerprint
+    and row count) before anything is written, and copied a batch of rows at a time; slices
+    run with --incidents give the merged run their failures too (incidents.parquet)."""
     runs = [RunDir.open(d, "merge") for d in run_dirs]
     if not runs:
         raise ScenarioError("merge", "", "give the run directories to merge")
@@ -516,11 +523,18 @@ def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True
                     "merge", str(r.path), f"sweep point {point} is also in {seen[point]}"
                 )
             seen[point] = r.path
+    incidents = _slice_incidents(runs)
+    extra: dict[str, Any] = {
+        "merged_from": [str(r.path) for r in runs],
+        "overrides": first.get("overrides") or [],
+    }
+    if incidents:
+        extra["incidents"] = True  # the slices' failures joined: incidents.parquet
     merged = RunDir.create(
         out, scenario_set, first["seed"], first["replicas"], first["executor"], first["workers"],
-        extra={"merged_from": [str(r.path) for r in runs],
-               "overrides": first.get("overrides") or []},
+        extra=extra,
     )  # fmt: skip
+    write = incident_log.sink(merged.write_part, merged.parts_dir) if incidents else None
     try:
         try:
             with stop_on_signals():
@@ -529,7 +543,14 @@ def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True
                     for batch in table.iter_batches(batch_size=MERGE_BATCH):
                         rows = batch.to_pandas()
                         for point, group in rows.groupby("point", sort=True):
-                            merged.write_part(int(point), int(group["replica"].iloc[0]), group)
+                            start = int(group["replica"].iloc[0])
+                            if write is None:
+                                merged.write_part(int(point), start, group)
+                                continue
+                            failures = incident_log.read_replicas(
+                                r.path / incident_log.FILE, int(point), start, len(group)
+                            )
+                            write(int(point), start, incident_log.attach(group, failures))
         except Interrupted:
             raise
         except BaseException:
@@ -543,6 +564,29 @@ def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True
     except Interrupted as stop:  # copying the slices, or writing the table, summaries, figures
         merged.try_status("interrupted")
         raise MergeInterrupted(merged.path, stop) from None
+
+
+def _slice_incidents(runs: list[RunDir]) -> bool:
+    """Whether the slices ran with --incidents (then their incident logs are joined): all
+    or none, each with a readable incidents.parquet; else a ScenarioError naming the slice."""
+    with_log = [r for r in runs if r.manifest.get("incidents")]
+    if not with_log:
+        return False
+    if len(with_log) != len(runs):
+        other = next(r for r in runs if not r.manifest.get("incidents"))
+        raise ScenarioError(
+            "merge", str(other.path), f"this slice ran without --incidents but "
+            f"{with_log[0].path} ran with it: the merged run would have the failures of some "
+            "points only. Merge slices that all ran with --incidents, or all without",
+        )  # fmt: skip
+    for r in with_log:
+        why = incident_log.file_problem(r.path / incident_log.FILE)
+        if why is not None:
+            raise ScenarioError(
+                str(r.path / incident_log.FILE), "", f"{why}: expected the slice's incident "
+                "log (it ran with --incidents); run the slice again to have it",
+            )  # fmt: skip
+    return True
 
 
 MAX_SCENARIO_BYTES = 1_000_000
@@ -572,6 +616,9 @@ def _slice_points(run: RunDir, scenario_set: ScenarioSet) -> list[int]:
         points = file.read(columns=["point", "replica", "seed"]).to_pandas()
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise bad(f"not a readable parquet file ({type(exc).__name__}: {str(exc)[:200]})") from None
+    why = run.table_problem()
+    if why is not None:
+        raise bad(why)
     found = sorted(int(p) for p in points["point"].unique())
     allowed = part_check(run, scenario_set)
     for point in found:

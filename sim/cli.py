@@ -637,6 +637,16 @@ def plan_command(
             f"unknown metric {objective!r}; one of {', '.join(analysis.METRICS)}",
             param_hint="--objective",
         )
+    ctx = click.get_current_context()
+    if (
+        replicas_first > replicas_max
+        and ctx.get_parameter_source("replicas_first") == click.core.ParameterSource.COMMANDLINE
+    ):  # the default first round is cut to a smaller --replicas-max; a given one is not
+        raise click.BadParameter(
+            f"{replicas_first} is more than --replicas-max {replicas_max}: the first round "
+            "cannot have more replicas than a point gets at most",
+            param_hint="--replicas-first",
+        )
     loaded = _load(scenario, overrides, planner.parse_vary(str(scenario), vary))
     _plan_answer(
         lambda: planner.plan(
@@ -664,6 +674,14 @@ def _plan_answer(race, as_json: bool) -> None:
     try:
         result = race()
     except RunInterrupted as stop:
+        if stop.complete:  # stopped while it let go of the finished directory
+            report = f"{trainsim_command()} report {shlex.quote(str(stop.run_dir))}"
+            print(
+                f"interrupted ({stop.cause.signal_name}) once the plan was complete: its "
+                f"answer is in {stop.run_dir} ({report})",
+                file=sys.stderr,
+            )
+            _exit_stopped()
         _say_interrupted(
             stop, " (it reuses them and gives the plan of an uninterrupted run)", counted=False
         )
@@ -1049,10 +1067,13 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as
 def report_command(run_dir, out) -> None:
     """One self-contained HTML page of a run: the scenario in words, the calculator, the
     summaries, every figure, cost, downtime and failures, plan results, provenance."""
-    if out is not None:  # never over the run's own table, manifest, parts or figures
-        protect_run_files(
-            run_dir, out, "--out", f"or leave --out out for {run_dir / 'report.html'}"
-        )
+    # never over a run's own table, manifest, parts or figures, nor through a link
+    protect_run_files(
+        run_dir,
+        run_dir / "report.html" if out is None else out,
+        "--out",
+        "" if out is None else f"or leave --out out for {run_dir / 'report.html'}",
+    )
     print(f"report: {run_report.write_report(run_dir, out)}")
 
 

@@ -333,6 +333,22 @@ def _connect(distributed, scheduler: str):
         ) from None
 
 
+def check_scheduler_option(executor: str | None, scheduler: str | None) -> None:
+    """--scheduler is the Dask executor's: with another executor it would be ignored, so it
+    is refused (ScenarioError naming it); with Dask, the scheduler must answer
+    (`check_scheduler`)."""
+    if not scheduler:
+        return
+    if executor != "dask":
+        raise ScenarioError(
+            "--scheduler",
+            scheduler,
+            f"a Dask scheduler, but the replicas would run on the {executor or 'default'} "
+            "executor, which does not use it: add --executor dask, or drop --scheduler",
+        )
+    check_scheduler(scheduler)
+
+
 def check_scheduler(scheduler: str) -> dict[str, Any]:
     """Check that a Dask scheduler answers at `scheduler` (within CONNECT_TIMEOUT seconds)
     and return its identity; else raise a ScenarioError naming the address. A refused

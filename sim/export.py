@@ -8,14 +8,13 @@ overwritten, and an existing file only with --force.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from sim.results import protect_run_files, resume_command
+from sim.results import protect_run_files, replacing, resume_command
 from sim.scenario import ScenarioError
 
 DEFAULT_NAME = "replicas.csv"
@@ -54,15 +53,14 @@ def export_csv(run_dir: str | Path, out: str | Path | None = None, force: bool =
         source = pq.ParquetFile(table)
     except (OSError, pa.ArrowException) as exc:
         raise ScenarioError(str(table), "", f"cannot read the replica table ({exc})") from None
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with pacsv.CSVWriter(partial, source.schema_arrow) as writer:
+        # a new regular file renamed over the path: a reader never sees half a table, no
+        # link is followed, and a stop (Ctrl-C) or an error leaves no partial file behind
+        with replacing(path) as partial, pacsv.CSVWriter(partial, source.schema_arrow) as writer:
             for batch in source.iter_batches(batch_size=BATCH_ROWS):
                 writer.write_batch(batch)
-        partial.replace(path)  # a reader never sees half a table
     except (OSError, pa.ArrowException) as exc:
-        partial.unlink(missing_ok=True)
         message = getattr(exc, "strerror", None) or str(exc)
         raise ScenarioError("--out", str(path), f"cannot write the CSV there ({message})") from None
     return path

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,9 @@ from scipy import stats
 from sim import feasibility, perf
 from sim.engine import ReplicaPlan, build_plan, simulate_replica
 from sim.fit import DEFAULT_CLASS, IncidentLog, read_log
+from sim.montecarlo import stoppable_pool
 from sim.scenario import ScenarioError, ScenarioSet, load_scenario
+from sim.schema import Scenario
 
 # The posterior draws' stream id: past the engine's table (sim/engine/streams.py), so a
 # forecast's rates never share a stream with a replica's own draws.
@@ -282,8 +283,8 @@ def simulate_rest(
 ) -> Forecast:
     """Replicas 0..R-1 of the rest of the run (each with its own rates, if given)."""
     groups = [list(range(r, replicas, workers)) for r in range(min(workers, replicas))]
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+    if len(groups) > 1:  # a process per group at most; Ctrl-C kills them at once
+        with stoppable_pool(len(groups)) as pool:
             parts = list(
                 pool.map(
                     _replica_rows,
@@ -318,7 +319,13 @@ def forecast(
     workers: int = 1,
 ) -> ForecastResult:
     """Forecast a run in flight (see the module's docstring)."""
+    if start is not None and incidents is None:
+        raise ScenarioError(
+            "--start", str(start), "the start of the run's incident log, but no log is given: "
+            "add --incidents LOG, or drop --start",
+        )  # fmt: skip
     rest, total = remaining_scenario(scenario, overrides, done_steps)
+    _check_progress(rest.base, elapsed_days, done_steps)
     problems = feasibility.check(rest)  # what cannot run is refused, as by `trainsim run`
     base = rest.base
     replicas = base.simulation.replicas if replicas is None else replicas
@@ -330,13 +337,23 @@ def forecast(
             raise ScenarioError(
                 str(incidents), "--elapsed-days", "a log of the run needs --elapsed-days > 0"
             )
-        log = read_log(
-            incidents,
-            nodes=base.cluster.nodes,
-            gpus_per_node=base.cluster.gpus_per_node,
-            start=start,
-            end=elapsed_days * 24.0 if start is None else _end_stamp(start, elapsed_days),
-        )
+        try:
+            log = read_log(
+                incidents,
+                nodes=base.cluster.nodes,
+                gpus_per_node=base.cluster.gpus_per_node,
+                start=start,
+                end=elapsed_days * 24.0 if start is None else _end_stamp(start, elapsed_days),
+            )
+        except ScenarioError as exc:
+            if exc.path not in ("--point", "--replica"):
+                raise
+            # fit's way to pick a replica; forecast reads the log of one real run
+            raise ScenarioError(
+                exc.source, "--incidents", f"{exc.message.split(':')[0]}: a simulated run's "
+                "log, while forecast reads the log of the one run in flight; give a log of "
+                "one run (e.g. the rows of one point and replica of incidents.parquet)",
+            ) from None  # fmt: skip
     classes = updates(rest, log, elapsed_days, weight)
     plan = build_plan(base)
     unconditional = simulate_rest(plan, replicas, seed, elapsed_days, deadline_days, None, workers)
@@ -350,6 +367,21 @@ def forecast(
         base.name, elapsed_days, done_steps, total, replicas, seed, weight, classes,
         conditional, unconditional, log is not None, problems,
     )  # fmt: skip
+
+
+def _check_progress(rest: Scenario, elapsed_days: float, done_steps: int) -> None:
+    """--done-steps in --elapsed-days must not be faster than the ideal step allows (no
+    failure, no checkpoint; the rest of the run has the whole run's step): a ScenarioError
+    naming both and the least days they need."""
+    step_s = perf.step_time_s(rest)
+    least_days = done_steps * step_s / 86400.0
+    if least_days > elapsed_days * (1 + 1e-9):
+        raise ScenarioError(
+            "--done-steps", str(done_steps), f"{done_steps:,} steps take at least "
+            f"{least_days:.4g} days at the scenario's ideal step ({step_s:.4g} s, no "
+            f"failure), more than --elapsed-days {elapsed_days:g}: check both (or the "
+            "scenario's step model)",
+        )  # fmt: skip
 
 
 def _end_stamp(start: str, elapsed_days: float) -> str:

@@ -5,11 +5,12 @@ A chunk's replicas hand their failures in with the chunk's table (`table.attrs`,
 survives the trip back from a worker process or a Dask worker); the run directory's sink
 writes them as a part file named like the chunk's replica part, and `merge` joins the parts
 that belong to a replica part into incidents.parquet before the replica parts are merged.
+`trainsim merge` hands each slice's failures to the same sink, a chunk of replicas at a
+time (`read_replicas`), so the merged run has the slices' logs joined.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from sim.results import replacing
 
 KEY = "incidents"  # the table attribute and the row key that carry a chunk's failures
 PART = re.compile(r"^incidents-(p\d{5}-r\d{9}-n\d{9}\.parquet)$")
@@ -88,20 +91,24 @@ def sink(write_part: Sink, parts_dir: Path) -> Sink:
         if incidents is None:
             incidents = table_of([])
         name = f"incidents-p{point:05d}-r{first:09d}-n{len(table):09d}.parquet"
-        tmp = parts_dir / f".{name}.tmp"
-        pq.write_table(pa.Table.from_pandas(incidents, schema=SCHEMA, preserve_index=False), tmp)
-        os.replace(tmp, parts_dir / name)
+        with replacing(parts_dir / name) as tmp:
+            pq.write_table(
+                pa.Table.from_pandas(incidents, schema=SCHEMA, preserve_index=False), tmp
+            )
         write_part(point, first, table)
 
     return write
 
 
-def part_problem(path: Path, point: int, first: int, count: int) -> str | None:
-    """Why the failure part `path` of the replica part of (point, first, count) cannot be
-    merged, or None (also when there is none: a run without --incidents). Reads its footer
-    and two columns."""
+def part_problem(replica_part: Path, point: int, first: int, count: int) -> str | None:
+    """Why the failure part beside `replica_part` (of point, replicas first..first+count-1)
+    cannot be merged, or None. A run with --incidents writes one beside every replica part:
+    a missing one would lose its replicas' failures. Reads its footer and two columns."""
+    path = replica_part.with_name(f"incidents-{replica_part.name}")
     if not path.exists() and not path.is_symlink():
-        return None
+        return f"its failures ({path.name}) are missing"
+    if path.is_symlink() or not path.is_file():  # a FIFO would block the read
+        return f"its failures ({path.name}) are not a regular file"
     try:
         file = pq.ParquetFile(path)
         schema = file.schema_arrow.remove_metadata()
@@ -137,12 +144,36 @@ def merge(run_path: Path) -> Path:
         if (match := PART.match(path.name)) and match.group(1) in replica_parts
     ]
     order = [("point", "ascending"), ("replica", "ascending"), ("time", "ascending")]
-    tmp = run_path / f".{FILE}.tmp"
-    with pq.ParquetWriter(tmp, SCHEMA) as writer:
+    with replacing(run_path / FILE) as tmp, pq.ParquetWriter(tmp, SCHEMA) as writer:
         for path in paths:
             table = pq.read_table(path, schema=SCHEMA).replace_schema_metadata(None)
             writer.write_table(table.sort_by(order))
         if not paths:
             writer.write_table(SCHEMA.empty_table())
-    os.replace(tmp, run_path / FILE)
     return run_path / FILE  # the parts stay until the run is complete (remove_parts)
+
+
+def file_problem(path: Path) -> str | None:
+    """Why `path` is not an incident log of a run (a regular, readable parquet file of the
+    log's columns), or None."""
+    if path.is_symlink() or not path.is_file():
+        return "missing or not a regular file"
+    try:
+        schema = pq.read_schema(path).remove_metadata()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        return f"unreadable ({type(exc).__name__}: {str(exc)[:200]})"
+    if not schema.equals(SCHEMA):
+        return "not of the incident log's columns"
+    return None
+
+
+def read_replicas(path: Path, point: int, first: int, count: int) -> pd.DataFrame:
+    """The failures of point `point`, replicas first..first+count-1, from a run's
+    incidents.parquet (`merge` joins the slices' logs this way, a chunk of replicas at a
+    time)."""
+    table = pq.read_table(
+        path,
+        schema=SCHEMA,
+        filters=[("point", "=", point), ("replica", ">=", first), ("replica", "<", first + count)],
+    )
+    return table.replace_schema_metadata(None).to_pandas()

@@ -41,6 +41,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sim import columns, incident_log
 from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.scenario import ScenarioSet
+from sim.schema import EXECUTORS
 
 # The public columns of replicas.parquet, in order (docs/metrics.md defines each).
 COLUMNS = [
@@ -85,7 +86,6 @@ COLUMNS = [
     *columns.COST_COLUMNS,
 ]
 
-EXECUTORS = ("serial", "processes", "dask")
 Sink = Callable[[int, int, pd.DataFrame], None]  # (point, first replica, rows)
 
 # Count columns (ints in RunRecord): nullable, so that error rows keep one schema.
@@ -313,6 +313,8 @@ def run(
     chunk_size = chunk_size or default_chunk_size(replicas, workers)
     todo = list(chunks(scenario_set, replicas, seed, chunk_size, done, points, incidents))
     total = sum(c.replicas for c in todo)
+    if scheduler is None:  # a process (or local Dask worker) per chunk at most: no idle forks
+        workers = max(1, min(workers, len(todo)))
     types = sweep_types(scenario_set)
     frames: list[pd.DataFrame] = []
     errors = [0, 0, ""]  # error rows, rows, first error
@@ -459,6 +461,24 @@ def _died(chunk: Chunk) -> pd.DataFrame:
 
 
 STOP_GRACE = 3.0  # seconds chunks in flight get to hand in their replicas after a stop
+
+
+@contextlib.contextmanager
+def stoppable_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A process pool whose workers leave Ctrl-C to this process and die with it
+    (`_init_worker`). Left by an exception (Ctrl-C's KeyboardInterrupt, a stop), its workers
+    are killed at once rather than left to finish their tasks: no wait, no orphan."""
+    context = multiprocessing.get_context()
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_init_worker,
+        initargs=(context.Event(),),
+    )  # fmt: skip
+    try:
+        yield pool
+    except BaseException:
+        _shutdown(pool, stopping=True, grace=0.0)
+        raise
+    _shutdown(pool, stopping=False)
 
 
 def _shutdown(pool: ProcessPoolExecutor, stopping: bool, grace: float = STOP_GRACE) -> None:

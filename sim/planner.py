@@ -36,11 +36,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from sim import analysis, feasibility, plan_plots
 from sim.api import RunInterrupted, finalise, part_check
 from sim.arguments import finite
-from sim.dask_executor import SchedulerLost
+from sim.dask_executor import SchedulerLost, check_scheduler_option
 from sim.montecarlo import Interrupted, TimeColumn, default_workers
 from sim.montecarlo import _ignore_for_a_while as ignore_for_a_while
 from sim.montecarlo import run as run_montecarlo
-from sim.results import RunDir, TableOfRun, read_manifest
+from sim.results import RunDir, TableOfRun, read_manifest, write_regular
 from sim.scenario import Point, ScenarioError, ScenarioSet, load_scenario
 
 FIRST_REPLICAS = 32  # every point's first batch
@@ -576,10 +576,7 @@ def plan(
     }
     # what would be refused later is refused before the run directory exists
     feasibility.check_replicas(scenario_set, replicas_max, option="--replicas-max")
-    if executor == "dask" and scheduler:
-        from sim.dask_executor import check_scheduler
-
-        check_scheduler(scheduler)
+    check_scheduler_option(executor, scheduler)
     run = (
         RunDir.create(out, scenario_set, seed, replicas_max, executor, workers, {"plan": settings})
         if out is not None
@@ -664,10 +661,7 @@ def resume_plan(
         # the --set of the first run (its figure's title), not those of scenario.yaml (none)
         overrides = run.manifest.get("overrides") or []
         scenario_set = dataclasses.replace(scenario_set, overrides=[str(o) for o in overrides])
-        if executor == "dask" and scheduler:
-            from sim.dask_executor import check_scheduler
-
-            check_scheduler(scheduler)
+        check_scheduler_option(executor or run.manifest.get("executor"), scheduler)
         run.begin_resume(scenario_set, workers, executor)
         run.check_parts(part_check(run, scenario_set))  # a bad part runs again, never read
     except BaseException:
@@ -766,7 +760,7 @@ def _race_grid(
                 table = table.sort_values(["point", "replica"], ignore_index=True)
                 return Plan(doc, scenario_set, None, problems, table)
             doc["run_dir"] = str(run.path)
-            (run.path / "plan.json").write_text(json.dumps(doc, indent=2) + "\n")
+            write_regular(run.path / "plan.json", json.dumps(doc, indent=2) + "\n")
             figures = run.path / "figures"
             figures.mkdir(exist_ok=True)
             plan_plots.pareto_figure(doc).savefig(figures / "pareto.png", dpi=110)
@@ -774,9 +768,10 @@ def _race_grid(
     except Interrupted as stop:
         if run is None:
             raise
-        if run.manifest.get("status") != "complete":  # complete: the stop came too late
+        complete = run.manifest.get("status") == "complete"  # the stop came at the very end
+        if not complete:
             run.try_status("interrupted", signal=stop.signal_name)
-            raise RunInterrupted(run.path, stop) from None
+        raise RunInterrupted(run.path, stop, complete) from None  # exit 130 either way
     except SchedulerLost as lost:  # the finished chunks are kept: say how to complete it
         if run is None:
             raise

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 from sim import __version__, analysis, answer, perf
 from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS
 from sim.compare import FIGURE_PREFIX, fmt_metric
-from sim.results import read_manifest, resume_command
+from sim.results import read_bounded, read_manifest, resume_command
 from sim.scenario import Point, ScenarioError, ScenarioSet, load_document, load_scenario
 from sim.schema import Scenario
 
@@ -140,7 +140,7 @@ def load(run_dir: str | Path) -> RunContents:
     plan = None
     if (path / "plan.json").is_file():
         try:
-            plan = json.loads((path / "plan.json").read_text())
+            plan = json.loads(read_bounded(path / "plan.json", MAX_PLAN_BYTES, "plan (plan.json)"))
         except (OSError, ValueError) as exc:
             raise ScenarioError(str(path / "plan.json"), "", f"not readable JSON ({exc})") from None
     known = list(FIGURE_TITLES)
@@ -1028,12 +1028,21 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+# the largest figure and plan.json a report reads (trainsim's are ~100 kB and a few kB)
+MAX_FIGURE_BYTES = 50_000_000
+MAX_PLAN_BYTES = 50_000_000
+
+
 def _figures_section(run: RunContents) -> str:
     if not run.figures:
         return "<p class='note'>No figures in this run directory (it ran with --no-figures).</p>"
     parts = []
     for path in run.figures:
-        data = path.read_bytes()
+        try:  # a FIFO or /dev/zero named *.png would hang the report or fill its memory
+            data = read_bounded(path, MAX_FIGURE_BYTES, "figure (PNG)")
+        except ScenarioError as exc:
+            parts.append(f"<p class='warning'>{_e(path.name)}: {_e(exc.message)}: left out.</p>")
+            continue
         title = FIGURE_TITLES.get(path.name, path.stem.replace("_", " "))
         if path.name.startswith(FIGURE_PREFIX):
             other = path.stem.removeprefix(FIGURE_PREFIX)

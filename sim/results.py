@@ -6,8 +6,10 @@ Layout:
     scenario.yaml     the resolved scenario with the effective replicas and seed: running
                       it again reproduces replicas.parquet
     run.lock          while a process writes the directory: its pid, host and command
-    parts/            one parquet file per finished chunk of replicas, as they finish
-    replicas.parquet  the parts merged, sorted by point and replica (when complete)
+    parts/            one parquet file per finished chunk of replicas, as they finish, with
+                      the run's fingerprint and its row count in its metadata
+    replicas.parquet  the parts merged, sorted by point and replica (when complete), in
+                      row groups of a fixed size, with the fingerprint and row count too
     summary.csv, summary.json, figures/, timeline.json (optional)
     rejected-parts/   parts found bad (unreadable, another schema, rows out of place or
                       overlapping another part's): set aside, never merged; their replicas
@@ -17,7 +19,8 @@ The directory is created atomically with a unique id before anything is simulate
 (so an output path that cannot be written fails at once), chunks stream to `parts/`
 (so the main process never holds every row, and an interrupted run keeps what
 finished), and `status` in run.json says running | complete | interrupted | failed.
-`trainsim run --resume DIR` runs only the replicas no part holds.
+`trainsim run --resume DIR` runs only the replicas no part holds. Every file is written
+as a new regular file renamed into place (`replacing`): never through a link.
 
 One process writes a run directory at a time: it holds an exclusive lock on `run.lock`
 (flock: the kernel lets go when the process dies, so a dead writer's lock is taken over
@@ -39,7 +42,8 @@ import shlex
 import shutil
 import stat
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,6 +55,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from sim.scenario import ScenarioError, ScenarioSet, dump_resolved
+from sim.schema import EXECUTORS
 
 try:  # not on Windows: one writer is then not enforced
     import fcntl
@@ -66,6 +71,8 @@ MAX_LOCK_BYTES = 64_000
 # the manifest keys the fingerprint covers (with the resolved scenario): what the parts
 # were simulated from
 FINGERPRINTED = ("seed", "replicas", "points_slice", "target_ci", "plan")
+# opening a file never follows a link in its last component (not on Windows)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # errors of a full or unwritable disk: said as such, with what was kept (not "a bug")
 DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 
@@ -179,7 +186,33 @@ def _manifest_problem(manifest: Any, strict: bool) -> tuple[str, str] | None:
         ("replicas", lambda v: integer(v, 1), "the replicas per point, an integer >= 1", True),
         ("status", lambda v: v in STATUSES, f"one of {', '.join(STATUSES)}", True),
         ("workers", lambda v: integer(v, 1), "the worker count, an integer >= 1", False),
-        ("executor", lambda v: isinstance(v, str), "the executor's name", False),
+        ("executor", lambda v: v in EXECUTORS, f"one of {', '.join(EXECUTORS)}", False),
+        ("resumed", lambda v: isinstance(v, list), "a list (the times the run ended)", False),
+        (
+            "adaptive",
+            lambda v: (
+                isinstance(v, dict)
+                and all(
+                    isinstance(x, dict) and {"replicas", "mean_days", "half_width_days"} <= set(x)
+                    for x in v.values()
+                )
+            ),
+            "an object of points, each with replicas, mean_days and half_width_days",
+            False,
+        ),
+        (
+            "overrides",
+            lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+            "a list of the --set overrides (strings)",
+            False,
+        ),
+        (
+            "merged_from",
+            lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+            "a list of run directories",
+            False,
+        ),
+        ("incidents", lambda v: isinstance(v, bool), "true or false", False),
         (
             "points_slice",
             lambda v: (
@@ -272,8 +305,14 @@ class RunLock:
             return
         for _ in range(20):
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | NOFOLLOW, 0o644)
             except OSError as exc:
+                if exc.errno == errno.ELOOP or self.path.is_symlink():
+                    raise ScenarioError(
+                        str(self.path), "", "a symbolic link, not the run's lock file: trainsim "
+                        "never writes through a link (it could point at another run's files); "
+                        "delete it, then run the command again",
+                    ) from None  # fmt: skip
                 if is_disk_error(exc) and exc.errno == errno.EROFS:
                     raise ScenarioError(
                         where, str(self.path.parent), f"cannot write there ({exc.strerror})"
@@ -386,6 +425,9 @@ class PartCheck:
     seed: int
     replicas: int
     points: Callable[[int], bool]
+    # why the files a part carries beside it (`--incidents`: incidents-<part>) cannot be
+    # merged with it, given (part path, point, first replica, count); None: no such files
+    companion: Callable[[Path, int, int, int], str | None] | None = None
 
 
 # ranges a replica's figures must lie in (NaN aside: unfinished or error rows)
@@ -416,6 +458,42 @@ def schema_difference(found: pa.Schema, expected: pa.Schema) -> str | None:
         if not have.type.equals(want.type):
             return f"column {want.name} is {have.type}, expected {want.type}"
     return "its columns are in another order"
+
+
+# what a part or a run's table was run from (the run's fingerprint) and its row count, in
+# its parquet metadata: a part of another run, or a table that lost rows, is found
+PROVENANCE = b"trainsim.fingerprint"
+ROWS = b"trainsim.rows"
+
+
+def provenance(fingerprint_: str | None, rows: int) -> dict[bytes, bytes]:
+    """The parquet metadata that says what a file was run from and how many rows it has."""
+    return {PROVENANCE: str(fingerprint_).encode(), ROWS: str(rows).encode()}
+
+
+def with_provenance(table: pa.Table, fingerprint_: str | None) -> pa.Table:
+    """`table` with the fingerprint it was run from and its row count in its metadata."""
+    metadata = {**(table.schema.metadata or {}), **provenance(fingerprint_, len(table))}
+    return table.replace_schema_metadata(metadata)
+
+
+def provenance_problem(
+    metadata: dict[bytes, bytes] | None, fingerprint_: str | None, rows: int
+) -> str | None:
+    """Why a file whose parquet metadata is `metadata` and which has `rows` rows is not one
+    of the run of fingerprint `fingerprint_`, or None."""
+    metadata = metadata or {}
+    if PROVENANCE not in metadata or ROWS not in metadata:
+        return "it does not say what it was run from (no trainsim fingerprint in it)"
+    if metadata[PROVENANCE].decode(errors="replace") != str(fingerprint_):
+        return (
+            "run from another scenario, seed or replicas (its fingerprint "
+            f"{metadata[PROVENANCE].decode(errors='replace')[:32]} is not the run's {fingerprint_})"
+        )
+    written = metadata[ROWS].decode(errors="replace")
+    if written != str(rows):
+        return f"{rows:,} rows, written with {written}: rows were lost or added"
+    return None
 
 
 @dataclass
@@ -480,7 +558,7 @@ class RunDir:
             text = dump_resolved(with_effective(scenario_set, seed, replicas))
             manifest["fingerprint"] = fingerprint(text, manifest)
             run = cls(path, manifest, lock)
-            (path / "scenario.yaml").write_text(text)
+            write_regular(path / "scenario.yaml", text)
             run.save()
         except OSError as exc:
             raise ScenarioError(
@@ -541,8 +619,14 @@ class RunDir:
                         "table. Restore them, or start a new run",
                     )
         stored = self.manifest.get("fingerprint")
-        if stored is None:  # a run of an older trainsim: the seed and replicas agree
-            return
+        if stored is None:  # nothing would tell an edited scenario from the one run
+            raise ScenarioError(
+                str(self.path / "run.json"),
+                "fingerprint",
+                "missing: expected the digest of what the run's parts were run from; without "
+                "it a resume could mix two scenarios in one table. Restore run.json, or start "
+                "a new run",
+            )
         if fingerprint(text, self.manifest) != stored:
             raise ScenarioError(
                 str(self.path),
@@ -553,11 +637,9 @@ class RunDir:
             )
 
     def has_table(self) -> bool:
-        """replicas.parquet is there and reads as a parquet table."""
-        try:
-            return pq.ParquetFile(self.path / "replicas.parquet").metadata.num_rows >= 0
-        except Exception:  # noqa: BLE001 - missing, truncated, not parquet: not a table
-            return False
+        """replicas.parquet is there, reads as a parquet table, and is this run's whole
+        table (its fingerprint and row count)."""
+        return self.table_problem() is None
 
     # ---- resuming
 
@@ -595,14 +677,9 @@ class RunDir:
 
     def save(self) -> None:
         """Write run.json atomically (a reader never sees half a manifest)."""
-        tmp = self.path / "run.json.tmp"
-        try:
-            tmp.write_text(json.dumps(self.manifest, indent=2, default=str) + "\n")
-            os.replace(tmp, self.path / "run.json")
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
+        write_regular(
+            self.path / "run.json", json.dumps(self.manifest, indent=2, default=str) + "\n"
+        )
 
     def set_status(self, status: str, release: bool = True, **fields: Any) -> None:
         """Say the run's status in run.json; any but running ends this process's writing
@@ -640,16 +717,13 @@ class RunDir:
         return self.path / "parts"
 
     def write_part(self, point: int, first: int, table: pd.DataFrame) -> None:
-        """One chunk's rows (replicas first..first+len-1 of a point), written atomically."""
+        """One chunk's rows (replicas first..first+len-1 of a point), written atomically,
+        carrying what they were run from (the run's fingerprint) and their row count."""
         name = f"p{point:05d}-r{first:09d}-n{len(table):09d}.parquet"
-        tmp = self.parts_dir / f".{name}.tmp"
-        try:
-            table.to_parquet(tmp, index=False)
-            os.replace(tmp, self.parts_dir / name)
-        except BaseException:
-            with contextlib.suppress(OSError):  # a full disk: free what the part took
-                tmp.unlink()
-            raise
+        arrow = pa.Table.from_pandas(table, preserve_index=False)
+        arrow = with_provenance(arrow, self.manifest.get("fingerprint"))
+        with replacing(self.parts_dir / name) as tmp:  # a full disk: the part's bytes freed
+            pq.write_table(arrow, tmp)
         with contextlib.suppress(OSError):
             info = (self.parts_dir / name).stat()
             self._good[name] = (info.st_size, info.st_mtime_ns)  # written here: good
@@ -682,8 +756,6 @@ class RunDir:
         already holds; or whose failures (`--incidents`: incidents-<part>) cannot be merged
         (set aside with it). Their replicas then count as not done and run again. Returns the
         parts set aside and why. Reads each part's footer and a few columns, once."""
-        from sim.incident_log import part_problem
-
         rejected: list[tuple[Path, str]] = []
         ends: dict[int, tuple[int, str]] = {}
         for point, first, count, path in self.parts():
@@ -692,8 +764,8 @@ class RunDir:
                 end, holder = ends.get(point, (0, ""))
                 if first < end:
                     why = f"replicas {first}-{first + count - 1} overlap those of {holder}"
-            if why is None:
-                why = part_problem(path.with_name(f"incidents-{path.name}"), point, first, count)
+            if why is None and check.companion is not None:
+                why = check.companion(path, point, first, count)
             if why is not None:
                 self._reject(path, why)
                 rejected.append((path, why))
@@ -738,6 +810,11 @@ class RunDir:
             values = rows[column].dropna()
             if ((values < low) | (values > high)).any():
                 return f"{column} outside [{low:g}, {high:g}]"
+        why = provenance_problem(
+            file.schema_arrow.metadata, self.manifest.get("fingerprint"), count
+        )
+        if why is not None:
+            return why
         self._good[path.name] = (info.st_size, info.st_mtime_ns)
         return None
 
@@ -767,49 +844,65 @@ class RunDir:
 
     def merge(self) -> Path:
         """Concatenate the parts, in (point, replica) order, into replicas.parquet, one part
-        in memory at a time. The parts stay until the run is complete (`remove_parts`); a
-        part that cannot be read now is set aside and PartsRejected raised."""
-        target = self.path / "replicas.parquet"
-        tmp = self.path / ".replicas.parquet.tmp"
+        in memory at a time, in row groups of ROW_GROUP rows whatever the parts' sizes (so the
+        table's bytes do not depend on how the run was chunked, interrupted or resumed), with
+        the run's fingerprint and row count in its metadata. The parts stay until the run is
+        complete (`remove_parts`); a part that cannot be read now is set aside and
+        PartsRejected raised."""
+        parts = self.parts()
+        if not parts:
+            raise RuntimeError(f"{self.path}: no parts to merge")
+        rows = sum(count for _, _, count, _ in parts)
         writer: pq.ParquetWriter | None = None
         schema: pa.Schema | None = None
-        pending: list[pa.Table] = []  # parts not yet written: one row group of them
+        pending: list[pa.Table] = []  # rows read, not yet written: less than a row group
 
-        def flush() -> None:
-            if pending:
-                writer.write_table(pa.concat_tables(pending))  # type: ignore[union-attr]
-                pending.clear()
+        def flush(everything: bool) -> None:
+            table = pa.concat_tables(pending).combine_chunks()
+            pending.clear()
+            start = 0
+            while len(table) - start >= ROW_GROUP or (everything and start < len(table)):
+                writer.write_table(table.slice(start, ROW_GROUP))  # type: ignore[union-attr]
+                start += ROW_GROUP
+            if start < len(table):
+                pending.append(table.slice(start))
 
-        try:
-            for _, _, _, path in self.parts():
-                try:
-                    table = pq.read_table(path)
-                except (OSError, ValueError, pa.ArrowException) as exc:
-                    if is_disk_error(exc):
-                        raise
-                    self._reject(path, f"unreadable ({type(exc).__name__}: {str(exc)[:200]})")
-                    raise PartsRejected(str(path)) from None
-                if writer is None:
-                    schema = table.schema.remove_metadata()
-                    writer = pq.ParquetWriter(tmp, schema)
-                pending.append(table.cast(schema))
-                if sum(len(t) for t in pending) >= ROW_GROUP:
-                    flush()
-            if writer is not None:
-                flush()
-                writer.close()
-                writer = None
-                os.replace(tmp, target)
-        except BaseException:
-            if writer is not None:
-                with contextlib.suppress(Exception):
+        with replacing(self.path / "replicas.parquet") as tmp:
+            try:
+                for _, _, _, path in parts:
+                    try:
+                        table = pq.read_table(path)
+                    except (OSError, ValueError, pa.ArrowException) as exc:
+                        if is_disk_error(exc):
+                            raise
+                        self._reject(path, f"unreadable ({type(exc).__name__}: {str(exc)[:200]})")
+                        raise PartsRejected(str(path)) from None
+                    if writer is None:
+                        schema = table.schema.remove_metadata()
+                        written = provenance(self.manifest.get("fingerprint"), rows)
+                        writer = pq.ParquetWriter(tmp, schema.with_metadata(written))
+                    pending.append(table.cast(schema))
+                    if sum(len(t) for t in pending) >= ROW_GROUP:
+                        flush(everything=False)
+                flush(everything=True)
+            finally:
+                if writer is not None:
                     writer.close()
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        if schema is None:
-            raise RuntimeError(f"{self.path}: no parts to merge")
-        return target
+        return self.path / "replicas.parquet"
+
+    def table_problem(self) -> str | None:
+        """Why replicas.parquet is not this run's whole table (missing, unreadable, of another
+        run, rows lost), or None. A special file (a FIFO, a device) is not opened."""
+        path = self.path / "replicas.parquet"
+        try:
+            if not stat.S_ISREG(path.stat().st_mode):
+                return "not a regular file"
+            file = pq.ParquetFile(path)
+        except Exception as exc:  # noqa: BLE001 - missing, truncated, not parquet
+            return f"unreadable ({type(exc).__name__}: {str(exc)[:200]})"
+        return provenance_problem(
+            file.schema_arrow.metadata, self.manifest.get("fingerprint"), file.metadata.num_rows
+        )
 
     def remove_parts(self) -> None:
         """Remove parts/ (once the run is complete), file by file by their full paths."""
@@ -850,40 +943,95 @@ RUN_FILES = (
 RUN_FOLDERS = ("parts", "figures", REJECTED)
 
 
-def protect_run_files(
-    run_dir: str | Path, out: str | Path, option: str = "--out", instead: str = ""
-) -> None:
-    """Refuse an output path that is a file of the run (its table, manifest, scenario, parts,
-    figures...), whether it exists yet or not, or the directory itself: writing there would
-    destroy the run. Files the run does not hold (its report.html, a CSV export) may be
-    written over. `instead`: the command's other way out, said after "give a path outside
-    it" (e.g. "or leave --out out for RUN/report.html")."""
-    run_dir, out = Path(run_dir), Path(out)
-    try:
-        root = run_dir.resolve()
-        target = out.resolve()
-    except OSError:
-        return
+def run_directory_of(target: Path) -> Path | None:
+    """The run directory that holds `target` (resolved), or None: the nearest of the target
+    and its parents that has a run.json."""
+    for folder in (target, *target.parents):
+        with contextlib.suppress(OSError):
+            if (folder / "run.json").exists() or (folder / "run.json").is_symlink():
+                return folder
+    return None
 
-    def refuse(what: str) -> ScenarioError:
+
+def protect_run_files(
+    run_dir: str | Path | None, out: str | Path, option: str = "--out", instead: str = ""
+) -> None:
+    """Refuse an output path that is a link (a command creates regular files only and never
+    follows one), a file of a run (its table, manifest, scenario, parts, figures...) whether
+    it exists yet or not, of `run_dir` or of any other run directory the path lies in, or a
+    run directory itself: writing there would destroy the run. Files a run does not hold
+    (its report.html, a CSV export) may be written over. `instead`: the command's other way
+    out, said after "give a path outside it" (e.g. "or leave --out out for
+    RUN/report.html")."""
+    out = Path(out)
+
+    def refuse(what: str, run: Path) -> ScenarioError:
         return ScenarioError(
             option,
             str(out),
-            f"{what} of the run {run_dir}: writing there would destroy the run; give a path "
+            f"{what} of the run {run}: writing there would destroy the run; give a path "
             f"outside it{', ' + instead if instead else ''}",
         )
 
-    if target == root:
-        raise refuse("the directory")
-    if target.parent == root and target.name in RUN_FILES:
-        raise refuse(f"the file {target.name}")
-    if any(root / folder in (target, *target.parents) for folder in RUN_FOLDERS):
-        raise refuse(f"inside {target.relative_to(root).parts[0]}/")
-    if target.exists():  # a hard link to a run's file
+    if out.is_symlink():
+        raise ScenarioError(
+            option,
+            str(out),
+            "a symbolic link: trainsim writes regular files only and never through a link "
+            f"(it could point at another run's files); give another path"
+            f"{', ' + instead if instead else ''}",
+        )
+    try:
+        target = out.resolve()
+    except OSError:
+        return
+    roots = [Path(run_dir)] if run_dir is not None else []
+    owner = run_directory_of(target)
+    if owner is not None:
+        roots.append(owner)
+    for run in roots:
+        try:
+            root = run.resolve()
+        except OSError:
+            continue
+        if target == root:
+            raise refuse("the directory", run)
+        if target.parent == root and (
+            target.name in RUN_FILES
+            or (target.name.startswith(".") and target.name.endswith(".tmp"))
+        ):  # its files, and the temporaries `replacing` renames into them
+            raise refuse(f"the file {target.name}", run)
+        if any(root / folder in (target, *target.parents) for folder in RUN_FOLDERS):
+            raise refuse(f"inside {target.relative_to(root).parts[0]}/", run)
+        if target.exists():  # a hard link to a run's file
+            with contextlib.suppress(OSError):
+                for name in RUN_FILES:
+                    if (root / name).exists() and os.path.samefile(root / name, target):
+                        raise refuse(f"a link to {name}", run)
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary sibling of `path`, created exclusively (mkstemp: a new regular file, no
+    link followed), to write `path`'s new content into; renamed over `path` when the block
+    ends (a rename replaces a link or a file, it never writes into what a link points at),
+    removed when it raises or is interrupted. A reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600: the run's files are readable as before
+        os.replace(tmp, path)
+    except BaseException:
         with contextlib.suppress(OSError):
-            for name in RUN_FILES:
-                if (root / name).exists() and os.path.samefile(root / name, target):
-                    raise refuse(f"a link to {name}")
+            os.unlink(tmp)
+        raise
+
+
+def write_regular(path: Path, data: str | bytes) -> None:
+    """Write `path` as a new regular file through `replacing`."""
+    with replacing(path) as tmp:
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
 
 
 class TableOfRun:

@@ -22,6 +22,7 @@ import yaml
 
 from sim import feasibility
 from sim.hardware import TIERS
+from sim.results import protect_run_files, write_regular
 from sim.scenario import ScenarioError, load_document, parse_yaml, read_yaml
 from sim.schema import Scenario, keys_of
 
@@ -313,15 +314,29 @@ def write(
     NAME may be given with its .yaml."""
     name = name.removesuffix(".yaml")
     text = render(name, like)
-    path = (directory or Path.cwd()) / f"{name}.yaml"
+    if directory is None:
+        try:
+            directory = Path.cwd()
+        except OSError as exc:  # the shell's directory was deleted (or moved) under it
+            raise InitError(
+                "init", "", f"the current directory cannot be read ({exc.strerror}): it was "
+                "deleted or moved; cd to an existing directory and run init again",
+            ) from None  # fmt: skip
+    path = directory / f"{name}.yaml"
+    if path.is_symlink():  # never written through, dangling or not
+        raise InitError(
+            str(path), "", "a symbolic link: init writes a regular file only and never "
+            "through a link (it could point at a run's scenario.yaml); choose another NAME",
+        )  # fmt: skip
     if path.exists() and not force:
         raise InitError(
             str(path), "", "the file exists; choose another NAME, or overwrite it with --force"
         )
     if path.exists() and not path.is_file():
         raise InitError(str(path), "", "exists and is not a regular file; choose another NAME")
+    protect_run_files(None, path, "init", "")
     try:
-        path.write_text(text)
+        write_regular(path, text)
     except OSError as exc:
         raise InitError(str(path), "", f"cannot write the scenario ({exc.strerror})") from None
     return path

@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import os
+import re
 import stat
 import typing
 from dataclasses import dataclass, field
@@ -236,6 +237,19 @@ class _Loader(_SafeBase):
                 )
 
 
+# Booleans are YAML 1.2's true and false only: PyYAML's YAML 1.1 also reads yes, no, on
+# and off as booleans (a Norwegian `country: no` turns false); here they stay strings,
+# which a boolean key then refuses
+_BOOL = "tag:yaml.org,2002:bool"
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL]
+    for first, resolvers in _SafeBase.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
 def parse_yaml(text: str) -> Any:
     """`yaml.safe_load` with the limits of `_Loader`; raises `yaml.YAMLError`."""
     loader = _Loader(text)
@@ -445,6 +459,7 @@ def load_document(
         points.append(
             Point(index=index, params=point_params, scenario=scenario, infeasible=infeasible)
         )
+    _check_distinct_points(source, points)
     if all(p.infeasible for p in points):
         # a single configuration that cannot run, or a sweep none of whose points can
         first = points[0]
@@ -547,7 +562,7 @@ def _validate(source: str, doc: dict[str, Any], point_params: dict[str, Any]) ->
     try:
         return Scenario.model_validate(doc)
     except ValidationError as exc:
-        errors = exc.errors()
+        errors = _without_preset_keys(exc.errors())
         problems = [_describe(error) for error in errors[:MAX_PROBLEMS]]
         path = problems[0][0]
         text = "; ".join(f"{p}: {m}" if p and i else m for i, (p, m) in enumerate(problems))
@@ -556,6 +571,20 @@ def _validate(source: str, doc: dict[str, Any], point_params: dict[str, Any]) ->
         if point_params:
             text += f" (at sweep point {echo(point_params)})"
         raise ScenarioError(source, path, text) from None
+
+
+def _without_preset_keys(errors: list[Any]) -> list[Any]:
+    """The errors less the keys a tier of an unknown `kind` misses: its preset would have
+    filled them, so the kind is the one mistake to name (not four "required key is
+    missing" after it)."""
+    unknown = [
+        tuple(e["loc"][:-1]) for e in errors if e["loc"] and e["loc"][-1] == "kind"
+    ]  # fmt: skip
+    return [
+        e
+        for e in errors
+        if not (e["type"] == "missing" and any(tuple(e["loc"][:-1]) == t for t in unknown))
+    ]
 
 
 def _describe(error: dict[str, Any]) -> tuple[str, str]:
@@ -679,6 +708,27 @@ def _check_sweepable(source: str, key: str, values: list[Any]) -> None:
                 f"{i + 1}): each value once, or the points would repeat each other",
             )
         seen[token] = i
+
+
+def _check_distinct_points(source: str, points: list[Point]) -> None:
+    """Two sweep points that load as the same scenario (values written differently that
+    mean one value, e.g. 1e3 and 1000 of a count) are refused, as a value given twice is:
+    the points would repeat each other."""
+    seen: dict[str, Point] = {}
+    for point in points:
+        token = point.scenario.model_dump_json()
+        first = seen.setdefault(token, point)
+        if first is point:
+            continue
+        key = next((k for k in point.params if point.params[k] != first.params[k]), "sweep")
+        raise ScenarioError(
+            source,
+            key,
+            f"the sweep's values {echo(first.params.get(key))} and "
+            f"{echo(point.params.get(key))} load as the same value (sweep points "
+            f"{first.index} and {point.index} are one scenario): each value once, or the "
+            "points would repeat each other",
+        )
 
 
 def _check_exclusive_sweep(source: str, keys: list[str]) -> None:

@@ -17,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     field_validator,
     model_validator,
 )
@@ -345,7 +346,7 @@ class CheckpointConfig(_Section):
     corrupt_prob: Annotated[float, Field(ge=0, lt=1)] = 0.0
     # read every checkpoint back after its write (sync: blocking; async: in the drain) and
     # rewrite a corrupt one ("validate" in YAML; the attribute name is taken by pydantic)
-    validate_writes: bool = Field(False, alias="validate")
+    validate_writes: StrictBool = Field(False, alias="validate")
 
     @model_validator(mode="after")
     def _one_interval(self) -> CheckpointConfig:
@@ -374,11 +375,11 @@ class FailureClassConfig(_Section):
     lognormal_sigma: Annotated[float, Field(gt=0, le=5)] | None = None
     detect_minutes: Minutes = 3.0
     detect_hours: Annotated[float, Field(ge=0, le=MAX_HOURS)] | None = None  # or in hours
-    replace: bool | None = None
+    replace: StrictBool | None = None
     repair_hours: PositiveHours = 48.0
-    loses_data: bool = False  # storage: the outage destroys the checkpoints on the tier
+    loses_data: StrictBool = False  # storage: the outage destroys the checkpoints on the tier
     # false: the class strikes only while the job computes (not while it is down)
-    while_idle: bool = True
+    while_idle: StrictBool = True
     # the components' age when the run starts: new (every lifetime starts then) or
     # in_service (long in service: residual lives from the renewal process's equilibrium,
     # so the class fails at its rate from the first day); matters only for weibull and
@@ -386,7 +387,7 @@ class FailureClassConfig(_Section):
     age: Literal["new", "in_service"] = "new"
     # nodes with a lasting fault (lemons, and nodes a failure left one) fail more often in
     # this class (default: gpu, node)
-    node_attributable: bool | None = None
+    node_attributable: StrictBool | None = None
     # probability that a failure of the class comes from a lasting fault of its node (a bad
     # HBM stack a reboot hides) rather than a transient one (an Xid a reset clears); only
     # node-attributable classes
@@ -395,9 +396,9 @@ class FailureClassConfig(_Section):
     rollback_checkpoints: Count = 1
     # silent data corruption: the job runs on until detection (detect_hours), then rolls
     # back to the newest checkpoint written before the corruption
-    silent: bool = False
+    silent: StrictBool = False
     # recovery waits for the on-call engineer (`oncall:`) before the restart
-    needs_human: bool = False
+    needs_human: StrictBool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> FailureClassConfig:
@@ -512,7 +513,7 @@ class StragglersConfig(_Section):
     clear_hours: PositiveHours | None = None  # mean time until it clears by itself (None: never)
     repair_hours: PositiveHours = 24.0  # a drained node's repair (flat; or the repair pipeline)
     # lemons straggle `cluster.lemon_rate_multiplier`x as often
-    node_attributable: bool = True
+    node_attributable: StrictBool = True
 
     @model_validator(mode="after")
     def _ordered(self) -> StragglersConfig:
@@ -558,12 +559,16 @@ class CostConfig(_Section):
     gpu_hour_usd: Annotated[float, Field(ge=0, le=1e6)] = 2.5
 
 
+# where replicas run: one process, a process pool, a Dask cluster (sim/montecarlo.py)
+EXECUTORS = ("serial", "processes", "dask")
+
+
 class SimulationConfig(_Section):
     replicas: Count = 1000
     seed: Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)] = 0
     horizon_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 730.0
     # serial | processes | dask (None: processes with more than one worker, else serial)
-    executor: Literal["serial", "processes", "dask"] | None = None
+    executor: Literal[EXECUTORS] | None = None  # type: ignore[valid-type]
     # the run's start on the weekly calendar (on-call response times depend on it)
     start_weekday: Literal[WEEKDAYS] = "monday"  # type: ignore[valid-type]
     start_hour: Annotated[float, Field(ge=0, lt=24)] = 9.0
@@ -625,6 +630,16 @@ class Scenario(_Section):
     memory: MemoryConfig = MemoryConfig()
     cost: CostConfig = CostConfig()
     simulation: SimulationConfig = SimulationConfig()
+
+    @field_validator("description")
+    @classmethod
+    def _one_line(cls, text: str) -> str:
+        if any(mark in text for mark in "\n\r\v\f\x85\u2028\u2029"):
+            raise ValueError(
+                "one line, without line breaks (validate and the report show it as one line); "
+                "put longer notes in YAML comments"
+            )
+        return text
 
     @model_validator(mode="before")
     @classmethod

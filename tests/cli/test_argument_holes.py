@@ -341,3 +341,62 @@ def test_export_by_default_into_the_run_and_never_over_its_files(one_run, tmp_pa
 
 def test_export_of_something_that_is_not_a_run(tmp_path):
     refused(["export", str(tmp_path)], tmp_path, "run.json")
+
+
+# --------------------------------------------------------------------------- issue 27, section 5
+
+
+def test_run_scheduler_without_the_dask_executor_is_refused(tmp_path):
+    refused(["run", str(SMALL), *QUICK, "--scheduler", "tcp://127.0.0.1:1", "--out", "o"],
+            tmp_path, "--scheduler", "--executor dask")  # fmt: skip
+    refused([*PLAN, "--executor", "serial", "--scheduler", "tcp://127.0.0.1:1", "--out", "o"],
+            tmp_path, "--scheduler", "--executor dask")  # fmt: skip
+
+
+def test_plan_first_round_beyond_the_most_replicas_is_refused(tmp_path):
+    refused([*PLAN, "--replicas-first", "64", "--replicas-max", "32", "--out", "o"], tmp_path,
+            "--replicas-first", "--replicas-max 32")  # fmt: skip
+
+
+FORECAST = ["forecast", str(SMALL), "--replicas", "2"]
+
+
+def test_forecast_start_without_a_log_is_refused(tmp_path):
+    refused([*FORECAST, "--elapsed-days", "1", "--done-steps", "10", "--start",
+             "2026-01-01T00:00"], tmp_path, "--start", "--incidents")  # fmt: skip
+
+
+def test_forecast_progress_faster_than_the_ideal_step_is_refused(tmp_path):
+    refused([*FORECAST, "--elapsed-days", "0", "--done-steps", "4000"], tmp_path,
+            "--done-steps", "at least", "--elapsed-days 0")  # fmt: skip
+    refused([*FORECAST, "--elapsed-days", "0.5", "--done-steps", "40000"], tmp_path,
+            "--done-steps")  # fmt: skip
+
+
+def test_forecast_of_a_log_of_many_replicas_names_no_option_it_lacks(one_run, tmp_path):
+    log = tmp_path / "log.csv"
+    pd.DataFrame({"time": [1.0, 2.0], "node": [1, 2], "replica": [0, 1]}).to_csv(log, index=False)
+    r = refused([*FORECAST, "--elapsed-days", "30", "--done-steps", "10", "--incidents",
+                 str(log)], tmp_path, "--incidents", "one run")  # fmt: skip
+    assert "--replica" not in r.stderr and "--point" not in r.stderr
+
+
+def test_never_more_worker_processes_than_chunks(tmp_path, monkeypatch):
+    from sim import forecast, montecarlo
+
+    sizes = []
+    real = montecarlo.ProcessPoolExecutor
+
+    def recording(*args, max_workers=None, **kwargs):
+        sizes.append(max_workers)
+        return real(*args, max_workers=max_workers, **kwargs)
+
+    monkeypatch.setattr(montecarlo, "ProcessPoolExecutor", recording)
+    r = cli_in_process(["run", str(SMALL), "--replicas", "2", "--workers", "64", "--executor",
+                        "processes", "--no-progress", "--no-figures", "--out", "o"], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = cli_in_process([*FORECAST, "--elapsed-days", "1", "--done-steps", "10", "--workers",
+                        "64"], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert sizes and max(sizes) <= 2, sizes
+    assert forecast.stoppable_pool is montecarlo.stoppable_pool

@@ -153,3 +153,40 @@ def test_the_numbers_the_worked_example_quotes(tmp_path):
     assert f"a {calc['checkpoint_GB']:.0f} GB checkpoint" in text
     assert f"takes {calc['checkpoint_write_s']:.1f} s to write" in text
     assert f"Daly: {calc['daly_interval_minutes']:.0f} min" in text
+
+
+# --------------------------------------------------------------------------- issue 27, section 5
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_init_force_never_writes_through_a_link(tmp_path, dangling):
+    victim = tmp_path / "run" / "scenario.yaml"
+    victim.parent.mkdir()
+    if not dangling:
+        victim.write_text("name: a run's own\n")
+    (tmp_path / "mine.yaml").symlink_to(victim)
+    r = init(tmp_path, "mine", "--force")
+    assert r.returncode == 2, r.stderr
+    assert "symbolic link" in r.stderr and "Traceback" not in r.stderr
+    assert victim.exists() != dangling
+    if not dangling:
+        assert victim.read_text() == "name: a run's own\n"
+
+
+def test_init_force_in_a_run_directory_never_writes_over_its_scenario(tmp_path):
+    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "scenario.yaml").write_text("name: the run's\n")
+    r = init(tmp_path, "scenario", "--force")
+    assert r.returncode == 2, r.stderr
+    assert "destroy the run" in r.stderr
+    assert (tmp_path / "scenario.yaml").read_text() == "name: the run's\n"
+
+
+def test_init_in_a_deleted_directory_is_bad_input(tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    r = cli_in_process(["init", "mine"])
+    assert r.returncode == 2, r.stderr
+    assert "deleted or moved" in r.stderr and "Traceback" not in r.stderr

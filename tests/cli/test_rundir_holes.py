@@ -30,7 +30,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from sim import api, montecarlo
+from sim import api, montecarlo, results
+from sim.results import with_provenance
 from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -224,7 +225,9 @@ def test_bad_parts_are_set_aside_and_run_again_never_merged(tmp_path, reference)
     parts = run_dir / "parts"
     # an overlapping part: replicas 2..6 (real rows), across the parts of 0..4 and 5..9
     rows = reference[reference["replica"].between(2, 6)].reset_index(drop=True)
-    rows.to_parquet(parts / "p00000-r000000002-n000000005.parquet", index=False)
+    own = with_provenance(pa.Table.from_pandas(rows, preserve_index=False),
+                          manifest(run_dir)["fingerprint"])  # fmt: skip
+    pq.write_table(own, parts / "p00000-r000000002-n000000005.parquet")
     # a copy under another range: its rows are not the replicas its name says
     shutil.copy(part(run_dir, 0), parts / "p00000-r000000040-n000000005.parquet")
     # a truncated part
@@ -625,3 +628,200 @@ def test_compare_figure_over_a_run_s_figure_is_refused(tmp_path):
     r = cli_in_process(["compare", str(run_dir), str(run_dir), "--figure", str(target)])
     assert r.returncode == 2, r.stderr
     assert "destroy the run" in r.stderr and target.read_bytes() == before
+
+
+# --------------------------------------------------------------------------- issue 27, section 5
+#
+# Nothing written through a link or onto another run's files; a run directory checks what
+# it holds (each part and the table carry their fingerprint and row count); merge joins
+# the slices' incident logs.
+
+
+def complete_run(out: Path, *extra: str) -> Path:
+    r = cli_in_process(["run", SMALL, "--replicas", "5", "--seed", "3", "--workers", "1",
+                        "--out", str(out), *QUIET, *extra])  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = run_dirs(out)
+    return run_dir
+
+
+def test_a_run_lock_that_is_a_link_is_refused_its_target_untouched(tmp_path):
+    run_dir = unfinished_run(tmp_path / "out")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (run_dir / "run.lock").unlink(missing_ok=True)
+    (run_dir / "run.lock").symlink_to(victim)
+    r = resume(run_dir)
+    assert r.returncode == 2, r.stderr
+    assert "symbolic link" in r.stderr and "run.lock" in r.stderr
+    assert victim.read_text() == "keep me\n"
+
+
+def test_a_part_of_another_scenario_with_the_same_seed_runs_again(tmp_path, reference):
+    run_dir = unfinished_run(tmp_path / "out")
+    other = unfinished_run(tmp_path / "other", replicas=10)  # same seed, another replicas
+    shutil.copy(part(other, 1), part(run_dir, 1))
+    r = resume(run_dir)
+    assert r.returncode == 0, r.stderr
+    assert "run from another scenario, seed or replicas" in r.stderr
+    pd.testing.assert_frame_equal(table(run_dir), reference)
+
+
+def test_a_complete_table_that_lost_rows_is_run_again(tmp_path, reference):
+    out = tmp_path / "out"
+    r = cli_in_process(["run", SMALL, "--replicas", str(REPLICAS), "--seed", "3", "--workers",
+                        "1", "--out", str(out), *QUIET])  # fmt: skip
+    (run_dir,) = run_dirs(out)
+    table(run_dir).iloc[:-3].to_parquet(run_dir / "replicas.parquet", index=False)
+    r = resume(run_dir)
+    assert r.returncode == 0, r.stderr
+    assert "nothing to resume" not in r.stderr
+    pd.testing.assert_frame_equal(table(run_dir), reference)
+
+
+def test_a_resume_without_the_fingerprint_is_refused_naming_it(tmp_path):
+    run_dir = unfinished_run(tmp_path / "out")
+    doc = manifest(run_dir)
+    del doc["fingerprint"]
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    scenario = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+    scenario["cluster"]["nodes"] = 8
+    (run_dir / "scenario.yaml").write_text(yaml.safe_dump(scenario))
+    r = resume(run_dir)
+    assert r.returncode == 2, r.stderr
+    assert "fingerprint" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_resumed_table_is_byte_identical(tmp_path, monkeypatch):
+    """Row groups of 3 rows, whatever the parts (of 5 rows uninterrupted, of 2 resumed)."""
+    monkeypatch.setattr(results, "ROW_GROUP", 3)
+    with mock.patch.object(montecarlo, "default_chunk_size", lambda n, w: 5):
+        reference_dir = complete_run(tmp_path / "whole")
+    with (
+        mock.patch.object(api, "finalise", side_effect=SystemExit(137)),
+        mock.patch.object(montecarlo, "default_chunk_size", lambda n, w: 2),
+        pytest.raises(SystemExit),
+    ):
+        api.run_scenario(SMALL, replicas=5, seed=3, workers=1, out=tmp_path / "cut",
+                         progress=False, figures=False)  # fmt: skip
+    (run_dir,) = run_dirs(tmp_path / "cut")
+    (part(run_dir, 1)).unlink()
+    assert resume(run_dir).returncode == 0
+    assert (run_dir / "replicas.parquet").read_bytes() == (
+        reference_dir / "replicas.parquet"
+    ).read_bytes()
+
+
+def incidents(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / "incidents.parquet")
+
+
+def test_a_deleted_incident_part_runs_its_replicas_again(tmp_path):
+    whole = complete_run(tmp_path / "whole", "--incidents")
+    with (
+        mock.patch.object(api, "finalise", side_effect=SystemExit(137)),
+        mock.patch.object(montecarlo, "default_chunk_size", lambda n, w: 2),
+        pytest.raises(SystemExit),
+    ):
+        api.run_scenario(SMALL, replicas=5, seed=3, workers=1, out=tmp_path / "cut",
+                         progress=False, figures=False, incidents=True)  # fmt: skip
+    (run_dir,) = run_dirs(tmp_path / "cut")
+    (run_dir / "parts" / f"incidents-{part(run_dir, 0).name}").unlink()
+    r = resume(run_dir)
+    assert r.returncode == 0, r.stderr
+    assert "are missing" in r.stderr
+    assert len(incidents(whole)) > 0
+    pd.testing.assert_frame_equal(incidents(run_dir), incidents(whole))
+
+
+def sliced(tmp_path: Path, *extra: str) -> list[Path]:
+    sweep = ["--param", "checkpoint.interval_steps=250,500", "--replicas", "4", "--workers", "1"]
+    slices = []
+    for i, points in enumerate(["0:1", "1:2"]):
+        r = cli_in_process(["run", SMALL, *sweep, "--points", points, "--out",
+                            str(tmp_path / f"s{i}"), *QUIET, *extra])  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        slices += run_dirs(tmp_path / f"s{i}")
+    return slices
+
+
+def test_merge_joins_the_slices_incident_logs(tmp_path):
+    slices = sliced(tmp_path, "--incidents")
+    r = cli_in_process(["merge", *map(str, slices), "--out", str(tmp_path / "m"), "--no-figures"])
+    assert r.returncode == 0, r.stderr
+    (merged,) = run_dirs(tmp_path / "m")
+    joined = pd.concat([incidents(s) for s in slices], ignore_index=True)
+    assert len(joined) > 0
+    pd.testing.assert_frame_equal(incidents(merged), joined)
+
+
+def test_merge_of_a_slice_that_lost_rows_is_refused(tmp_path):
+    slices = sliced(tmp_path)
+    table(slices[1]).iloc[:-1].to_parquet(slices[1] / "replicas.parquet", index=False)
+    r = cli_in_process(["merge", *map(str, slices), "--out", str(tmp_path / "m"), "--no-figures"])
+    assert r.returncode == 2, r.stderr
+    assert "replicas.parquet" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "m").exists() or not run_dirs(tmp_path / "m")
+
+
+# --------------------------------------------------------------------------- links, other runs
+
+
+def test_export_and_report_never_write_over_another_run(tmp_path):
+    one, other = complete_run(tmp_path / "a"), complete_run(tmp_path / "b")
+    before = {p: p.read_bytes() for p in other.rglob("*") if p.is_file()}
+    for command in (
+        ["export", str(one), "--out", str(other / "replicas.parquet"), "--force"],
+        ["export", str(one), "--out", str(other / "figures" / "x.csv"), "--force"],
+        ["report", str(one), "--out", str(other / "figures" / "r.html")],
+        ["report", str(one), "--out", str(other / "summary.json")],
+    ):
+        r = cli_in_process(command)
+        assert r.returncode == 2, (command, r.stderr)
+        assert "destroy the run" in r.stderr and str(other) in r.stderr
+    assert {p: p.read_bytes() for p in other.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("command", ["export", "report"])
+def test_export_and_report_never_write_through_a_link(tmp_path, command):
+    run_dir = complete_run(tmp_path / "a")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    for link in (tmp_path / "out.txt", tmp_path / "dangling.txt"):
+        link.symlink_to(victim if link.name == "out.txt" else tmp_path / "nowhere")
+        r = cli_in_process(
+            [command, str(run_dir), "--out", str(link), "--force"][
+                : 5 if command == "export" else 4
+            ]
+        )
+        assert r.returncode == 2, r.stderr
+        assert "symbolic link" in r.stderr
+    assert victim.read_text() == "keep me\n" and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("executor", "quantum"), ("resumed", 5), ("adaptive", 5), ("overrides", 7),
+     ("merged_from", 3), ("incidents", "yes")],
+)  # fmt: skip
+def test_a_damaged_run_json_value_is_bad_input_naming_the_key(tmp_path, key, value):
+    run_dir = unfinished_run(tmp_path / "out", replicas=10)
+    (run_dir / "run.json").write_text(json.dumps({**manifest(run_dir), key: value}))
+    r = resume(run_dir)
+    assert r.returncode == 2, r.stderr
+    assert "internal error" not in r.stderr and "Traceback" not in r.stderr
+    assert key in r.stderr and "run.json" in r.stderr
+
+
+def test_a_complete_run_whose_table_is_a_fifo_resumes_without_hanging(tmp_path):
+    run_dir = complete_run(tmp_path / "out")
+    expected = table(run_dir)
+    (run_dir / "replicas.parquet").unlink()
+    os.mkfifo(run_dir / "replicas.parquet")
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(resume(run_dir)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert result, "the resume hung on a FIFO"
+    assert result[0].returncode == 0, result[0].stderr
+    pd.testing.assert_frame_equal(table(run_dir), expected)

@@ -4,9 +4,14 @@ plan's progress bar once a round is done."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import matplotlib.figure
@@ -159,3 +164,83 @@ def test_a_lost_scheduler_names_the_command_that_completes_the_run(tmp_path, mon
     assert r.returncode == 2 and manifest(run_dir)["status"] == "failed", r.stderr
     assert shlex.split(r.stderr.split("`")[1]) == shlex.split(resume_command(run_dir))
     assert str(run_dir) in shlex.split(r.stderr.split("`")[1])
+
+
+def test_export_stopped_midway_leaves_no_partial_file(tmp_path, monkeypatch, signals_restored):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text("{}")
+    pd.DataFrame({"point": [0] * 3, "replica": [0, 1, 2]}).to_parquet(run_dir / "replicas.parquet")
+    monkeypatch.setattr(export, "BATCH_ROWS", 1)
+    written = []
+
+    class Stopping(export.pacsv.CSVWriter):
+        def write_batch(self, batch):
+            written.append(batch)
+            if len(written) == 2:
+                raise KeyboardInterrupt  # Ctrl-C between two batches
+            return super().write_batch(batch)
+
+    monkeypatch.setattr(export.pacsv, "CSVWriter", Stopping)
+    r = cli_in_process(["export", str(run_dir)])
+    assert r.returncode == 130, r.stderr
+    assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in run_dir.iterdir()) == ["replicas.parquet", "run.json"]
+
+
+def test_a_plan_stopped_as_it_completes_exits_130(tmp_path, monkeypatch, signals_restored):
+    from sim.results import RunDir
+
+    def stopped(self):  # Ctrl-C while the complete plan lets go of its parts
+        raise Interrupted("SIGINT", 0, 0)
+
+    monkeypatch.setattr(RunDir, "remove_parts", stopped)
+    r = cli_in_process(["plan", SMALL, "--vary", "cluster.spare_nodes=0,1", "--deadline-days",
+                        "30", "--replicas-first", "2", "--replicas-max", "4", "--workers", "1",
+                        "--no-progress", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert r.returncode == 130, r.stderr
+    assert "once the plan was complete" in r.stderr and "Traceback" not in r.stderr
+
+
+def session_processes(session: int) -> list[int]:
+    """The pids of the processes of a session (Linux /proc), its leader included."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":  # (state, ppid, pgrp, session)
+            found.append(int(stat_file.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_forecast_with_workers_stops_at_ctrl_c_leaving_no_process(tmp_path):
+    """SIGINT to the command alone (`kill -INT`, a batch system's stop; Ctrl-C at a terminal
+    signals its workers too): it stops at once, its workers with it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ["PYTHONPATH"]])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sim", "forecast", SMALL, "--elapsed-days", "1", "--done-steps",
+         "10", "--replicas", "100000", "--workers", "2"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+        # as from a shell: an in-process test's stop may have left SIGINT ignored here, and
+        # an ignored signal stays ignored in a child
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(session_processes(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the command and its two workers
+        assert len(session_processes(proc.pid)) >= 3
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=15)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    time.sleep(0.5)
+    assert session_processes(proc.pid) == []

@@ -96,3 +96,27 @@ def test_the_figure_inputs_are_the_whole_table_s(unfinished, tmp_path):
         means.set_index("point")[columns].to_numpy(float), expected.to_numpy(float), rtol=1e-12
     )
     assert means[keys[0]].tolist() == [250, 500]
+
+
+def test_the_report_reads_its_figures_within_bounds_and_without_blocking(tmp_path):
+    """A FIFO nobody writes and /dev/zero named as figures: left out, said, no hang."""
+    import os
+    import threading
+
+    from sim.report import write_report
+    from tests.conftest import cli_in_process
+
+    r = cli_in_process(["run", SMALL, "--replicas", "3", "--workers", "1", "--no-progress",
+                        "--out", str(tmp_path / "out")])  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = [p for p in (tmp_path / "out").glob("*/*") if p.is_dir()]
+    os.mkfifo(run_dir / "figures" / "a_fifo.png")
+    (run_dir / "figures" / "endless.png").symlink_to("/dev/zero")
+    done: list = []
+    worker = threading.Thread(target=lambda: done.append(write_report(run_dir)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done, "the report hung on a figure"
+    html = done[0].read_text()
+    assert "a_fifo.png: not a regular file" in html and "endless.png: not a regular file" in html
+    assert "data:image/png;base64," in html  # the real figures are still there

@@ -681,3 +681,58 @@ def test_a_preset_too_small_for_keep_last_is_refused_with_the_key_path():
         overrides=["storage.checkpoint_tier.kind=nfs", "storage.checkpoint_tier.capacity_TB=1000"],
     )
     assert ok.base.storage.checkpoint_tier.capacity_TB == 1000
+
+
+# --------------------------------------------------------------------------- issue 27, section 5
+
+FAILURE = {"name": "node", "scope": "node", "mtbf_hours": 1000.0}
+
+
+@pytest.mark.parametrize(
+    "change, path",
+    [
+        ({"checkpoint": {"validate": "true"}}, "checkpoint.validate"),
+        ({"checkpoint": {"validate": 1}}, "checkpoint.validate"),
+        ({"checkpoint": {"validate": 0.0}}, "checkpoint.validate"),
+        ({"failures": [{**FAILURE, "silent": "no"}]}, "failures.0.silent"),
+        ({"failures": [{**FAILURE, "while_idle": 1}]}, "failures.0.while_idle"),
+        ({"failures": [{**FAILURE, "replace": "yes"}]}, "failures.0.replace"),
+    ],
+)
+def test_booleans_are_true_or_false_only(change, path):
+    error = error_of(merge(TINY, change))
+    assert error.path == path and "boolean" in error.message
+
+
+@pytest.mark.parametrize("text", ["yes", "on", "y", "No", "off"])
+def test_yaml_1_1_words_are_not_booleans(tmp_path, text):
+    doc = yaml.safe_dump(merge(TINY, {"checkpoint": {"validate": "PLACEHOLDER"}}))
+    path = tmp_path / "s.yaml"
+    path.write_text(doc.replace("'PLACEHOLDER'", text).replace("PLACEHOLDER", text))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.path == "checkpoint.validate"
+    assert load_scenario(path, ["checkpoint.validate=true"]).base.checkpoint.validate_writes
+
+
+def test_a_sweep_whose_values_load_as_one_value_is_refused():
+    error = error_of(merge(TINY, {"sweep": {"checkpoint.interval_steps": [100, 1.0e2, 200]}}))
+    assert error.path == "checkpoint.interval_steps" and "twice" in error.message
+    # the default written out, and left out: one scenario
+    error = error_of(merge(TINY, {"sweep": {"cost": [{"gpu_hour_usd": 2.5}, {}]}}))
+    assert error.path == "cost" and "load as the same value" in error.message
+    assert "points 0 and 1" in error.message
+
+
+def test_an_unknown_storage_kind_is_one_message():
+    tier = {"kind": "wekafs"}
+    error = error_of(merge(TINY, {"storage": {"checkpoint_tier": None}}) | {
+        "storage": {"checkpoint_tier": tier, "client_GB_s_per_node": 100.0}})  # fmt: skip
+    assert error.path == "storage.checkpoint_tier.kind"
+    assert "wekafs" in error.message and "missing" not in error.message
+
+
+@pytest.mark.parametrize("text", ["two\nlines", "a\rb", "a\u2028b"])
+def test_a_description_is_one_line(text):
+    error = error_of(merge(TINY, {"description": text}))
+    assert error.path == "description" and "one line" in error.message
