@@ -212,7 +212,7 @@ def with_decimals(value: float | None, decimals: int, metric: str = "") -> str:
 
 def distinct_digits(values: list[float], least: int = 3) -> int:
     """The fewest significant digits (at least `least`, at most 7) at which values that
-    differ read differently: three costs of $1.0712M, $1.0735M and $1.0749M are
+    differ read differently: three costs of $1.0712M, $1.0736M and $1.0749M are
     $1.071M, $1.074M and $1.075M, not three times $1.07M."""
     finite = sorted({float(v) for v in values if v is not None and math.isfinite(v)})
     for digits in range(least, 8):
