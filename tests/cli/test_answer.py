@@ -316,7 +316,9 @@ def test_the_progress_bar_ends_on_the_time_it_took(monkeypatch):
     from sim.montecarlo import _progress_bar
 
     # in a terminal (off one, plain lines: tests/cli/test_output_alike.py)
-    monkeypatch.setattr(console, "stderr_console", lambda: Console(stderr=True, force_terminal=True))
+    monkeypatch.setattr(
+        console, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
+    )
     bar = _progress_bar(True, 10, "x")
     advance = bar.__enter__()
     try:

@@ -138,7 +138,9 @@ def test_the_plan_round_bar_ends_on_the_time_it_took(monkeypatch):
     from sim.planner import _RoundBar
 
     # in a terminal (off one, plain lines: tests/cli/test_output_alike.py)
-    monkeypatch.setattr(console, "stderr_console", lambda: Console(stderr=True, force_terminal=True))
+    monkeypatch.setattr(
+        console, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
+    )
     bar = _RoundBar(True).__enter__()
     try:
         bar.start_round(2, 0, 3)
