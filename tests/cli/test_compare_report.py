@@ -512,3 +512,42 @@ def test_chromium_renders_the_report_with_its_images(runs, tmp_path):
     # the figures (in colour) are on the page, not only text
     colour = np.asarray(Image.open(shot).convert("RGB"), dtype=float)
     assert (colour.max(axis=2) - colour.min(axis=2) > 60).mean() > 0.005
+
+
+def test_compare_of_two_scenarios_lists_resolved_values_alike(tmp_path):
+    """A scenario that writes a default or a preset's figure out and one that leaves it to
+    the loader run the same job: compare names neither as a difference, and what does
+    differ reads in one format on both sides."""
+    import yaml
+
+    base = yaml.safe_load(Path(SMALL).read_text())
+    explicit = json.loads(json.dumps(base))
+    explicit["name"] = "explicit"
+    for failure in explicit["failures"]:
+        if failure.get("scope") in ("gpu", "node"):
+            failure["replace"] = True  # the default
+    tier = explicit["storage"]["checkpoint_tier"]
+    preset = load_scenario(SMALL).base.storage.checkpoint_tier
+    tier["read_GB_s"] = preset.read_GB_s  # the preset's own figure, written out
+    explicit["model"]["tokens"] = float(base["model"]["tokens"]) / 2  # one real difference
+    paths = []
+    for doc in (base, explicit):
+        path = tmp_path / f"{doc['name']}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        paths.append(path)
+    run_dirs = []
+    for i, path in enumerate(paths):
+        r = trainsim("run", str(path), "--replicas", "4", "--workers", "1", "--no-progress",
+                     "--no-figures", "--out", str(tmp_path / f"o{i}"))  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        (run_dir,) = [p for p in (tmp_path / f"o{i}").glob("*/*") if p.is_dir()]
+        run_dirs.append(run_dir)
+    r = trainsim("compare", *map(str, run_dirs), "--no-figure", "--json")
+    assert r.returncode == 0, r.stderr
+    r = trainsim("compare", *map(str, run_dirs), "--no-figure")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "replace" not in text and "read_GB_s" not in text and "None" not in text
+    tokens = int(float(base["model"]["tokens"]))
+    expected = f"tokens={tokens} vs {tokens // 2}"
+    assert expected in text
