@@ -657,24 +657,53 @@ def _repair_words(s: Scenario) -> str:
     return text + "."
 
 
+# the calculator's rows that differ by point: at most this many points a table, so that
+# it stays within the page (the next points in a table below)
+CALCULATOR_POINTS = 4
+
+
 def _calculator_section(run: RunContents) -> str:
     points = run.scenario_set.feasible[:MAX_POINT_COLUMNS]  # the model refuses the others
     columns = [
-        (_params(p.params) or "value", calculation_rows(perf.calculate(p.scenario))) for p in points
-    ]
+        (_point_name(run, p.index) if p.params else "value",
+         calculation_rows(perf.calculate(p.scenario)))
+        for p in points
+    ]  # fmt: skip
     labels = [label for label, _ in columns[0][1]]
     rows = [[label, *(rows[i][1] for _, rows in columns)] for i, label in enumerate(labels)]
-    return (
+    intro = (
         "<p>The deterministic calculator (<code>trainsim calc</code>): no Monte Carlo, "
         "failures only through their aggregate rate.</p>"
         + _first_points(run, MAX_POINT_COLUMNS)
         + _infeasible_note(run)
-        + _table(
-            ["quantity", *(label for label, _ in columns)],
-            rows,
-            numeric=set(range(1, len(columns) + 1)),
-        )
     )
+    if len(columns) == 1:
+        return intro + _table(["quantity", columns[0][0]], rows, numeric={1})
+    # a row the same at every point once; the rows that differ by point, a few points a table
+    same = [[row[0], row[1]] for row in rows if len(set(row[1:])) == 1]
+    differ = [_common_note_to_label(row) for row in rows if len(set(row[1:])) > 1]
+    out = intro
+    if same:
+        out += _table(["quantity", "at every point"], same, numeric={1})
+    for start in range(0, len(columns), CALCULATOR_POINTS):
+        chunk = range(start, min(start + CALCULATOR_POINTS, len(columns)))
+        if differ:
+            out += _table(
+                ["quantity (differs by point)", *(columns[i][0] for i in chunk)],
+                [[row[0], *(row[1 + i] for i in chunk)] for row in differ],
+                numeric=set(range(1, len(chunk) + 1)),
+            )
+    return out
+
+
+def _common_note_to_label(row: list[str]) -> list[str]:
+    """A note in parentheses that every point's cell ends with, said once by the label:
+    'Daly expected wall time (first-order, no detection/repair)' over cells of days."""
+    notes = {cell.partition(" (")[2] for cell in row[1:]}
+    if len(notes) != 1 or not next(iter(notes)).endswith(")"):
+        return row
+    note = next(iter(notes))
+    return [f"{row[0]} ({note}", *(cell.partition(" (")[0] for cell in row[1:])]
 
 
 def _mfu_words(s: Scenario) -> str:
@@ -836,7 +865,7 @@ def _sweep_section(run: RunContents) -> str:
             rows.append(
                 [
                     *(_value(cannot[point].params.get(k)) for k in keys),
-                    f"infeasible: {cannot[point].infeasible}",
+                    "infeasible (below)",
                     *["—"] * 5,
                     "",
                 ]
@@ -877,6 +906,11 @@ def _sweep_section(run: RunContents) -> str:
             rows,
             numeric=set(range(len(keys) + 6)),
             row_classes=classes,
+        )
+        + "".join(  # the reasons below the table, whole, not wrapped in a numeric column
+            f"<p class='note'>Infeasible, not simulated: "
+            f"{_e(answer.params_text(p.params, keys))}: {_e(p.infeasible)}</p>"
+            for p in cannot.values()
         )
     )
 
@@ -1096,12 +1130,34 @@ def _split_table(
     metric_unit: str,
     missing_label: str,
 ) -> str:
-    """Mean per replica of each present part of `total`, per point, with its share."""
+    """Mean per replica of each present part of `total`, per point, with its share: one
+    point's parts as rows; several points as rows, a column per part that any of them has
+    (the share under the value), so that the table stays within the page."""
     assert run.table is not None
     present = [(c, label) for c, label in parts if c in run.table.columns]
     means = _means(run, [total, *(c for c, _ in present)])
-    headers = ["part", *(_point_label(run, int(p)) for p in means.index)]
     note = _first_points(run, MAX_POINT_COLUMNS)
+    rest = means[total] - means[[c for c, _ in present]].sum(axis=1)
+    has_rest = bool(present) and bool(
+        (rest.abs() > 1e-9 * means[total].abs().clip(lower=1.0)).any()
+    )
+    if len(means) > 1:
+        shown = [(c, label) for c, label in present if (means[c].abs() > 0).any()]
+        headers = [_points_header(run), *(label for _, label in shown)]
+        headers += [missing_label] if has_rest else []
+        headers.append(f"total ({total})")
+        rows = []
+        for p in means.index:
+            total_value = means.loc[p, total]
+            cells = [_share(metric_unit, means.loc[p, c], total_value, "\n") for c, _ in shown]
+            if has_rest:
+                cells.append(_share(metric_unit, rest.loc[p], total_value, "\n"))
+            rows.append([_point_name(run, int(p)), *cells, fmt_metric(metric_unit, total_value)])
+        left_out = [label for c, label in present if (means[c].abs() == 0).all()]
+        if left_out:
+            note += f"<p class='note'>Zero at every point: {_e(', '.join(left_out))}.</p>"
+        return note + _table(headers, rows, numeric=set(range(1, len(headers))))
+    headers = ["part", *(_point_label(run, int(p)) for p in means.index)]
     rows, classes = [], []
     for column, label in present:
         rows.append(
@@ -1114,8 +1170,7 @@ def _split_table(
             ]
         )
         classes.append("")
-    rest = means[total] - means[[c for c, _ in present]].sum(axis=1)
-    if present and (rest.abs() > 1e-9 * means[total].abs().clip(lower=1.0)).any():
+    if has_rest:
         rows.append(
             [
                 missing_label,
@@ -1128,6 +1183,17 @@ def _split_table(
     )
     classes.append("total")
     return note + _table(headers, rows, numeric=set(range(1, len(headers))), row_classes=classes)
+
+
+def _points_header(run: RunContents) -> str:
+    """The header of a column of point names: the swept keys by their short endings."""
+    return " / ".join(answer.short_keys(run.scenario_set.varied_keys).values()) or "point"
+
+
+def _point_name(run: RunContents, point: int) -> str:
+    """A point by its swept values (short keys), as a row of a table by point names it."""
+    keys = run.scenario_set.varied_keys
+    return answer.params_text(run.scenario_set.points[point].params, keys) or str(point)
 
 
 def _cost_section(run: RunContents) -> str:
@@ -1172,6 +1238,30 @@ def _failures_section(run: RunContents) -> str:
     if not columns:
         return "<p class='note'>No failure classes in this scenario.</p>"
     means = _means(run, ["failures", *columns])
+    lemon = None
+    if "failures_lemon" in run.table.columns:
+        lemon = _means(run, ["failures_lemon"])["failures_lemon"]
+        lemon = lemon if (lemon > 0).any() else None
+    intro = (
+        "<p>Mean failures per replica by class, counted while the job runs, and each "
+        "class's share.</p>" + _first_points(run, MAX_POINT_COLUMNS)
+    )
+    if len(means) > 1:  # points as rows, a column per class: within the page
+        headers = [_points_header(run), *(c.removeprefix("failures_") for c in columns)]
+        headers.append("all classes (failures)")
+        headers += ["of which on nodes with a lasting fault"] if lemon is not None else []
+        rows = []
+        for p in means.index:
+            total = means.loc[p, "failures"]
+            rows.append(
+                [
+                    _point_name(run, int(p)),
+                    *(_share("failures", means.loc[p, c], total, "\n") for c in columns),
+                    fmt_metric("failures", total),
+                    *([fmt_metric("failures", lemon.loc[p])] if lemon is not None else []),
+                ]
+            )
+        return intro + _table(headers, rows, numeric=set(range(1, len(headers))))
     headers = ["class", *(_point_label(run, int(p)) for p in means.index)]
     rows, classes = [], []
     for column in columns:
@@ -1192,22 +1282,15 @@ def _failures_section(run: RunContents) -> str:
         ]
     )
     classes.append("total")
-    if "failures_lemon" in run.table.columns:
-        lemon = _means(run, ["failures_lemon"])["failures_lemon"]
-        if (lemon > 0).any():
-            rows.append(
-                [
-                    "of which on nodes with a lasting fault",
-                    *(fmt_metric("failures", lemon.loc[p]) for p in means.index),
-                ]
-            )
-            classes.append("")
-    return (
-        "<p>Mean failures per replica by class, counted while the job runs, and each "
-        "class's share.</p>"
-        + _first_points(run, MAX_POINT_COLUMNS)
-        + _table(headers, rows, numeric=set(range(1, len(headers))), row_classes=classes)
-    )
+    if lemon is not None:
+        rows.append(
+            [
+                "of which on nodes with a lasting fault",
+                *(fmt_metric("failures", lemon.loc[p]) for p in means.index),
+            ]
+        )
+        classes.append("")
+    return intro + _table(headers, rows, numeric=set(range(1, len(headers))), row_classes=classes)
 
 
 def _provenance_section(run: RunContents) -> str:
@@ -1246,7 +1329,7 @@ def _table(
 
     def cell(tag: str, i: int, text: Any) -> str:
         klass = ' class="num"' if i in numeric else ""
-        inner = _e(text)
+        inner = _e(text).replace("\n", "<br>")  # a cell's second line (a share)
         if i in code and tag == "td":
             inner = f"<code>{inner}</code>"
         return f"<{tag}{klass}>{inner}</{tag}>"
@@ -1263,10 +1346,11 @@ def _table(
     )
 
 
-def _share(metric: str, value: float, total: float) -> str:
+def _share(metric: str, value: float, total: float, between: str = " ") -> str:
+    """A part's value and its share of the total ('$1,234 (5.0%)'; `between` the two)."""
     text = fmt_metric(metric, float(value))
     if total and math.isfinite(total) and math.isfinite(value):
-        text += f" ({value / total:.1%})"
+        text += f"{between}({value / total:.1%})"
     return text
 
 
