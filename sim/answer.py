@@ -552,8 +552,9 @@ def run_answer(
     params = {p.index: p.params for p in scenario_set.points}
     answers = point_answers(summary, params)
     # points that differ below the usual rounding are shown with the digits that tell them apart
-    cost_digits = distinct_digits([a.cost_usd for a in answers])
-    finished = [a for a in answers if a.finished > 0]
+    shown = [a for a in answers if only is None or a.point in only]
+    cost_digits = distinct_digits([a.cost_usd for a in shown])
+    finished = [a for a in shown if a.finished > 0]
     day_decimals = max(
         distinct_decimals([a.p50_days for a in finished]),
         distinct_decimals([a.p95_days for a in finished]),

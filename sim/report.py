@@ -542,7 +542,12 @@ def scenario_in_words(s: Scenario) -> list[tuple[str, str]]:
         (
             "cost",
             f"${s.cost.gpu_hour_usd:,.2f} per GPU-hour, billed on the job's and the spares' "
-            "GPUs for the whole wall time.",
+            "GPUs for the whole wall time"
+            + (
+                "; cold-pool and preemptible nodes only while they serve in the job."
+                if s.cluster.pool_nodes or s.cluster.preemptible_nodes
+                else "."
+            ),
         ),
         (
             "simulation",

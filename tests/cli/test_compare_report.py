@@ -551,3 +551,43 @@ def test_compare_of_two_scenarios_lists_resolved_values_alike(tmp_path):
     tokens = int(float(base["model"]["tokens"]))
     expected = f"tokens={tokens} vs {tokens // 2}"
     assert expected in text
+
+
+# Lists, once the page has laid out, the tables wider than their box (a test-only copy).
+OVERFLOW = (
+    "<script>window.addEventListener('load', () => {"
+    "const wide = Array.from(document.querySelectorAll('.scroll'))"
+    ".filter(d => d.scrollWidth > d.clientWidth + 1);"
+    "document.body.dataset.wide = wide.map(d => (d.closest('section') || {}).id).join(' ');"
+    "document.body.dataset.tables = document.querySelectorAll('.scroll').length;"
+    "});</script>"
+)
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed: the report is not rendered"
+)
+def test_a_sweep_report_needs_no_sideways_scrolling_at_1400_pixels(tmp_path):
+    """Four points of a size sweep (one infeasible): its cost, downtime, failures and
+    calculator tables fit a 1,400-pixel window; a calculator row the same at every point
+    is shown once."""
+    r = trainsim("run", str(ROOT / "scenarios/llama70b-1k.yaml"), "--replicas", "4",
+                 "--workers", "1", "--no-progress", "--no-figures",
+                 "--param", "cluster.nodes=64,96,128,256", "--out", str(tmp_path / "o"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = [p for p in (tmp_path / "o").glob("*/*") if p.is_dir()]
+    report = tmp_path / "report.html"
+    assert trainsim("report", str(run_dir), "--out", str(report)).returncode == 0
+    text = report.read_text()
+    calculator = text[text.index('id="calculator"') :]
+    calculator = calculator[: calculator.index("</section>")]
+    assert calculator.count("FLOPs per token") == 1  # the same at every point: once
+    assert "at every point" in calculator
+    measured = tmp_path / "measured.html"
+    measured.write_text(text.replace("</body>", OVERFLOW + "</body>"))
+    r = chromium(tmp_path, "--window-size=1400,2000", "--virtual-time-budget=5000",
+                 "--dump-dom", measured.as_uri())  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    dom = parse(r.stdout)
+    assert int(dom.body.get("data-tables") or 0) >= 6
+    assert dom.body.get("data-wide") == "", dom.body.get("data-wide")
