@@ -1058,7 +1058,10 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as
     if result.a.name != result.b.name:  # the first line says so
         console.print(arguments.different_scenarios(result.a.name, result.b.name))
     for item in compare.tables(result, every):
-        console.print(item)
+        if isinstance(item, Table):
+            screen.show(console, item)
+        else:
+            console.print(item)
     if written is not None:
         console.print(f"figure: {written}")
 

@@ -145,25 +145,42 @@ def test_plan_and_optimize_name_metrics_in_words(monkeypatch, tmp_path):
 
 
 def test_readme_commands_print_alike_in_a_terminal_and_a_pipe(monkeypatch, tmp_path):
-    """`run` and `plan` as the README types them (fewer replicas): forced onto a terminal of
-    120 columns, and piped with COLUMNS=120, they print the same apart from colours."""
-    commands = [
-        ["run", SEVENTY, "--replicas", "8", *QUICK, "--no-progress",
-         "--param", "checkpoint.interval_steps=250,500,1000,2000"],
-        PLAN,
+    """The README's commands (fewer replicas): forced onto a terminal of 120 columns, and
+    piped with COLUMNS=120, they print the same apart from colours."""
+    fast = ["--workers", "1", "--no-progress"]
+    commands = [  # (arguments, whether it takes --out)
+        (["calc", SEVENTY], False),
+        (["run", SEVENTY, "--replicas", "8", *QUICK, "--no-progress",
+          "--param", "checkpoint.interval_steps=250,500,1000,2000"], True),
+        (["validate", SMALL, SEVENTY], False),
+        (["fabric", str(ROOT / "scenarios/llama70b-1k-fabric.yaml"),
+          "--degrade", "leaf0-spine0=0.5"], False),
+        (["optimize", SEVENTY, "--param", "checkpoint.interval_minutes=15,30,60",
+          "--replicas", "12", *fast], True),
+        (PLAN, True),
+        (["fit", str(ROOT / "examples/incidents.csv"), "--nodes", "64",
+          "--start", "2026-03-01T00:00:00Z", "--end", "2026-04-30T00:00:00Z",
+          "--no-figures"], True),
+        (["forecast", SMALL, "--elapsed-days", "6", "--done-steps", "150000",
+          "--incidents", str(ROOT / "examples/llama7b-128-day6.csv"), "--deadline-days", "20",
+          "--replicas", "20", "--workers", "1"], False),
     ]  # fmt: skip
-    for i, command in enumerate(commands):
-        piped = trainsim(monkeypatch, 120, *command, "--out", str(tmp_path / f"pipe{i}"))
-        monkeypatch.setattr(
-            console, "stdout_console", lambda: Console(force_terminal=True, width=120)
-        )
-        shown = trainsim(monkeypatch, 120, *command, "--out", str(tmp_path / f"tty{i}"))
-        monkeypatch.undo()
-        assert piped.returncode == shown.returncode == 0, piped.stderr + shown.stderr
-        assert ANSI.search(shown.stdout) and not ANSI.search(piped.stdout)
+    for i, (command, has_out) in enumerate(commands):
+        outputs = []
+        for where in ("pipe", "tty"):
+            out = ["--out", str(tmp_path / f"{where}{i}")] if has_out else []
+            if where == "tty":
+                monkeypatch.setattr(
+                    console, "stdout_console", lambda: Console(force_terminal=True, width=120)
+                )
+            r = trainsim(monkeypatch, 120, *command, *out)
+            monkeypatch.undo()
+            assert r.returncode == 0, (command, r.stderr)
+            outputs.append(r.stdout)
+        piped, shown = outputs
+        assert not ANSI.search(piped), command
 
-        def same(text: str, i: int = i) -> str:
-            text = re.sub(r"(pipe|tty)\d/\S+", "RUN", ANSI.sub("", text))
-            return text
+        def same(text: str) -> str:
+            return re.sub(r"(pipe|tty)\d+\S*", "RUN", ANSI.sub("", text))
 
-        assert same(shown.stdout) == same(piped.stdout)
+        assert same(shown) == same(piped), command
