@@ -499,7 +499,7 @@ def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None
         title=f"{outcome.scenario_set.name}: {words} by {key} ({goal} is best)",
         title_justify="left",
     )
-    for column in [key, words, "95% CI", "worse than best by (paired 95% CI)"]:
+    for column in [key, words, "95% CI", "worse than best by\n(paired 95% CI)"]:
         table.add_column(column, justify="right")
     screen.text_column(table, "verdict")
     infeasible_lines = []

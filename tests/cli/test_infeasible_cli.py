@@ -147,7 +147,8 @@ def test_report_compare_calc_and_validate_of_a_run_with_an_infeasible_point(caps
     code, out, err = trainsim(capsys, "report", str(run_a))
     assert code == 0, err
     html = (run_a / "report.html").read_text()
-    assert f"infeasible: {escape(REASON)}" in html  # the sweep table's row
+    assert "infeasible (below)" in html  # the sweep table's row, its reason below it
+    assert f"Infeasible, not simulated: nodes=3: {escape(REASON)}" in html
     assert '<tr class="infeasible">' in html
 
     code, _, err = trainsim(capsys, "run", str(path), "--replicas", "4", "--seed", "2",
