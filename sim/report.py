@@ -1152,12 +1152,18 @@ def _split_table(
         headers += [missing_label] if has_rest else []
         headers.append(f"total ({total})")
         rows = []
+        decimals = {c: _column_decimals(means[c]) for c, _ in shown}
+        rest_decimals, total_decimals = _column_decimals(rest), _column_decimals(means[total])
         for p in means.index:
             total_value = means.loc[p, total]
-            cells = [_share(metric_unit, means.loc[p, c], total_value, "\n") for c, _ in shown]
+            cells = [
+                _share(metric_unit, means.loc[p, c], total_value, "\n", decimals[c])
+                for c, _ in shown
+            ]
             if has_rest:
-                cells.append(_share(metric_unit, rest.loc[p], total_value, "\n"))
-            rows.append([_point_name(run, int(p)), *cells, fmt_metric(metric_unit, total_value)])
+                cells.append(_share(metric_unit, rest.loc[p], total_value, "\n", rest_decimals))
+            total_text = _number_in(metric_unit, float(total_value), total_decimals)
+            rows.append([_point_name(run, int(p)), *cells, total_text])
         left_out = [label for c, label in present if (means[c].abs() == 0).all()]
         if left_out:
             note += f"<p class='note'>Zero at every point: {_e(', '.join(left_out))}.</p>"
@@ -1256,14 +1262,23 @@ def _failures_section(run: RunContents) -> str:
         headers.append("all classes (failures)")
         headers += ["of which on nodes with a lasting fault"] if lemon is not None else []
         rows = []
+        decimals = {c: _column_decimals(means[c]) for c in ["failures", *columns]}
+        lemon_decimals = _column_decimals(lemon) if lemon is not None else None
         for p in means.index:
             total = means.loc[p, "failures"]
             rows.append(
                 [
                     _point_name(run, int(p)),
-                    *(_share("failures", means.loc[p, c], total, "\n") for c in columns),
-                    fmt_metric("failures", total),
-                    *([fmt_metric("failures", lemon.loc[p])] if lemon is not None else []),
+                    *(
+                        _share("failures", means.loc[p, c], total, "\n", decimals[c])
+                        for c in columns
+                    ),
+                    _number_in("failures", float(total), decimals["failures"]),
+                    *(
+                        [_number_in("failures", float(lemon.loc[p]), lemon_decimals)]
+                        if lemon is not None
+                        else []
+                    ),
                 ]
             )
         return intro + _table(headers, rows, numeric=set(range(1, len(headers))))
@@ -1351,12 +1366,29 @@ def _table(
     )
 
 
-def _share(metric: str, value: float, total: float, between: str = " ") -> str:
-    """A part's value and its share of the total ('$1,234 (5.0%)'; `between` the two)."""
-    text = fmt_metric(metric, float(value))
+def _share(
+    metric: str, value: float, total: float, between: str = " ", decimals: int | None = None
+) -> str:
+    """A part's value and its share of the total ('$1,234 (5.0%)'; `between` the two;
+    `decimals`: those of its column, for numbers that are not dollars)."""
+    text = _number_in(metric, float(value), decimals)
     if total and math.isfinite(total) and math.isfinite(value):
         text += f"{between}({value / total:.1%})"
     return text
+
+
+def _number_in(metric: str, value: float, decimals: int | None) -> str:
+    """A value as its column writes it: with the column's decimals (answer.same_decimals),
+    or as fmt_metric does (dollars, or one value alone)."""
+    if decimals is None or analysis.unit_of(metric) == "USD":
+        return fmt_metric(metric, value)
+    return answer.with_decimals(value, decimals)
+
+
+def _column_decimals(values: Any) -> int:
+    """The decimals a column of a table by point writes its numbers with (3 significant
+    digits at its largest value)."""
+    return answer.decimals_for([float(v) for v in values], significant=3)
 
 
 def _point_label(run: RunContents, point: int) -> str:
