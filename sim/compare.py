@@ -683,10 +683,14 @@ def tables(comparison: Comparison, every: bool = False) -> list[Table | str]:
         widest = max((len(m.metric) for m in metrics), default=6)
         table.add_column("metric", min_width=widest, no_wrap=True)
         for column in [label_a, label_b, "B − A", "95% CI", "relative", "better", *(["n"] if with_n else [])]:  # fmt: skip
-            if column == "better":  # words: they wrap (sim/console.py)
-                table.add_column(column, overflow="fold")
-            else:
-                table.add_column(column, justify="right")
+            # a value and its unit, an interval, or words may wrap at their spaces
+            # (sim/console.py); the metric, the relative difference and n stay whole
+            wraps = column not in ("relative", "n")
+            table.add_column(
+                column,
+                justify="left" if column == "better" else "right",
+                overflow="fold" if wraps else "ellipsis",
+            )
         hidden_total += len(pair.metrics) - len(metrics)
         for m in metrics:
             d = m.difference
