@@ -184,3 +184,21 @@ def test_readme_commands_print_alike_in_a_terminal_and_a_pipe(monkeypatch, tmp_p
             return re.sub(r"(pipe|tty)\d+\S*", "RUN", ANSI.sub("", text))
 
         assert same(shown) == same(piped), command
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_compare_piped_never_elides_a_cell(monkeypatch, tmp_path, width):
+    run_dirs = []
+    for name, more in (("a", []), ("b", ["--set", "storage.checkpoint_tier.write_GB_s=5"])):
+        r = trainsim(monkeypatch, width, "run", SMALL, "--replicas", "6", *QUICK,
+                     "--no-progress", "--out", str(tmp_path / name), *more)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        run_dirs.append(str(next((tmp_path / name).glob("*/*"))))
+    r = trainsim(monkeypatch, width, "compare", *run_dirs, "--no-figure", "--all")
+    assert r.returncode == 0, r.stderr
+    assert not re.search(r"\S…", r.stdout), r.stdout  # an interval's … has spaces around
+    assert all(len(line.rstrip()) <= width for line in table_lines(r.stdout))
+    table = pd.read_parquet(next((tmp_path / "a").glob("*/*/replicas.parquet")))
+    for metric in ("time_to_train_days", "checkpoint_stall_hours", "cost_idle_spares_usd"):
+        assert re.search(rf"(│ {metric} )|(metric: {metric};)", r.stdout), metric
+    assert "checkpoint_stall_hours" in table
