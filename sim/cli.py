@@ -1323,15 +1323,11 @@ def _warn(problems: list[feasibility.Problem]) -> None:
 
 
 def _fmt_metric(metric: str, value: float, unit: bool = True) -> str:
-    """A metric's value with its unit: $29,460 for costs, 12.3 h for hours, 16.2 days."""
-    if value is None or not math.isfinite(value):
-        return "—"
+    """A metric's value with its unit: $29,460 for costs, 12.3 h for hours, 16.2 days
+    (the number as compare.fmt_metric writes it, from sim/answer.py's helpers)."""
+    text = compare.fmt_metric(metric, value)
     suffix = analysis.unit_of(metric)
-    if suffix == "USD":
-        sign = "-" if value < 0 else ""
-        return f"{sign}${abs(value):,.0f}"
-    text = _fmt(value)
-    return f"{text} {suffix}" if unit and suffix else text
+    return f"{text} {suffix}" if unit and suffix and suffix != "USD" and text != "—" else text
 
 
 def _json_default(value):
