@@ -1182,20 +1182,27 @@ def _print_adaptive(console: Console, doc: dict) -> None:
         title="adaptive replication: replicas used and the 95% half-width reached",
         title_justify="left",
     )
-    for column in ["point", "params", "replicas", "mean (days)", "half-width (days)", "relative"]:
-        table.add_column(column, justify="left" if column == "params" else "right")
-    for point in doc["points"]:
-        if point.get("infeasible"):
-            continue
-        mean = point["metrics"]["time_to_train_days"]["mean"]
-        half = point.get("ci_half_width_days")
+    for column in ["point", "replicas", "mean (days)", "half-width (days)", "relative"]:
+        table.add_column(column, justify="right")
+    screen.text_column(table, "params")
+    points = [point for point in doc["points"] if not point.get("infeasible")]
+    means = [point["metrics"]["time_to_train_days"]["mean"] for point in points]
+    halves = [point.get("ci_half_width_days") for point in points]
+    mean_texts = answer.same_decimals(means, distinct=True)
+    half_texts = answer.same_decimals([math.nan if h is None else h for h in halves])
+    for point, mean, half, mean_text, half_text in zip(
+        points, means, halves, mean_texts, half_texts, strict=True
+    ):
+        relative = (
+            f"{half / mean:.2%}" if mean and half is not None and math.isfinite(half) else "—"
+        )
         table.add_row(
             str(point["point"]),
-            "  ".join(f"{k}={answer.value_text(v)}" for k, v in point["params"].items()),
             f"{point['replicas']:,}",
-            _fmt(mean),
-            _fmt(half),
-            f"{half / mean:.2e}" if mean and half is not None and math.isfinite(half) else "—",
+            mean_text,
+            half_text,
+            relative,
+            "  ".join(f"{k}={answer.value_text(v)}" for k, v in point["params"].items()),
         )
     screen.show(console, table)
 
