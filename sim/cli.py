@@ -1142,8 +1142,9 @@ def _print_run(outcome: RunOutcome) -> None:
         if point["errors"]:
             title += f", [red]{point['errors']} errors[/red]"
         table = Table(title=title, title_justify="left")
-        for column in ["metric", "mean", "± s.e.", "p5", "p50", "p95", "p99"]:
-            table.add_column(column, justify="left" if column == "metric" else "right")
+        screen.text_column(table, "metric")  # its words wrap: "checkpoint stall (hours)"
+        for column in ["mean", "± s.e.", "p5", "p50", "p95", "p99"]:
+            table.add_column(column, justify="right")
         for metric, label in SUMMARY_METRICS:
             if metric == "wall_hours":  # time to train in hours: shown once, in days
                 continue

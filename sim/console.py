@@ -1,8 +1,8 @@
 """Where every command writes, so that it reads the same in a terminal, a pipe and a log.
 
 Tables go to stdout as wide as the terminal, or `COLUMNS` (else 120) when piped or logged;
-a key or number column is never cut short: text columns wrap, and a table that still
-does not fit is printed as plain lines, one per row. Progress goes to stderr: a live
+a key or number column is never cut short: text columns wrap, a table that does not fit
+drops its lines, and one that still does not fit is printed as plain lines, one per row. Progress goes to stderr: a live
 bar in a terminal, an occasional plain line (every tenth of the work) anywhere else.
 """
 
@@ -21,6 +21,10 @@ from rich.text import Text
 
 # The width of a pipe or a log without COLUMNS: wide enough for the sweep tables.
 PIPE_WIDTH = 120
+
+# A text column keeps at least this many characters (or its longest cell, if shorter):
+# narrower, a status reads one word a line
+TEXT_MIN = 16
 
 # A plain progress line when the work passes a tenth of its total (10%, 20%, ...), at most
 # one every PLAIN_SECONDS: a few lines a task in a log, however small its chunks.
@@ -49,8 +53,11 @@ def stderr_console() -> Console:
 
 
 def text_column(table: Table, header: str, **options: Any) -> None:
-    """A column of words (a status, a reason, a verdict): it wraps, at spaces, to fit."""
+    """A column of words (a status, a reason, a verdict): it wraps, at spaces, to fit, at
+    no fewer than TEXT_MIN characters a line."""
     table.add_column(header, overflow="fold", **options)
+    # read by required_width (rich's own min_width would widen a column of short words)
+    table.columns[-1].words_min_width = TEXT_MIN  # type: ignore[attr-defined]
 
 
 def _lines_width(text: Any) -> int:
@@ -65,13 +72,15 @@ def _word_width(text: Any) -> int:
 
 def required_width(table: Table) -> int:
     """The narrowest width at which no column of `table` is cut short: every column that
-    is not a text column (text_column) whole, each text column as wide as its longest
-    word, plus padding and borders."""
+    does not wrap whole, each one that wraps as wide as its longest word (a text_column:
+    at least TEXT_MIN), plus padding and borders."""
     total = table._extra_width  # the box's edges and separators
     for index, column in enumerate(table.columns):
         cells = [column.header, *column.cells]
-        if column.overflow == "fold":
-            width = max(_word_width(c) for c in cells)
+        if column.overflow == "fold":  # it wraps at its spaces
+            longest = max(_lines_width(c) for c in cells)
+            least = getattr(column, "words_min_width", 0)
+            width = max(max(_word_width(c) for c in cells), min(longest, least))
         else:
             width = max(_lines_width(c) for c in cells)
         total += width + table._get_padding_width(index)
@@ -80,11 +89,17 @@ def required_width(table: Table) -> int:
 
 def show(console: Console, table: Table) -> None:
     """Print `table` so that no key or number column is elided: as a table if it fits the
-    console's width (text columns wrap), else as plain lines, one per row, each cell
-    named by its column's header."""
+    console's width (text columns wrap), else without its lines (two spaces between
+    columns), else as plain lines, one per row, each cell named by its column's header."""
     for column in table.columns:
         if column.overflow != "fold":
             column.no_wrap = True
+    if required_width(table) <= console.width:
+        console.print(table)
+        return
+    # without its lines and with one space between columns, it may fit still
+    table.box, table.show_edge, table.pad_edge = None, False, False
+    table.padding = (0, 2, 0, 0)
     if required_width(table) <= console.width:
         console.print(table)
         return
