@@ -662,9 +662,12 @@ def _repair_words(s: Scenario) -> str:
     return text + "."
 
 
-# the calculator's rows that differ by point: at most this many points a table, so that
-# it stays within the page (the next points in a table below)
-CALCULATOR_POINTS = 4
+# the page's width for a table and a character's width in its cells (.88rem), in pixels:
+# the calculator's rows that differ by point take as many points a table as fit it (the
+# next points in a table below), its numbers do not wrap
+PAGE_PX = 1060
+CHAR_PX = 7.4
+CELL_PAD_PX = 22
 
 
 def _calculator_section(run: RunContents) -> str:
@@ -690,14 +693,27 @@ def _calculator_section(run: RunContents) -> str:
     out = intro
     if same:
         out += _table(["quantity", "at every point"], same, numeric={1})
-    for start in range(0, len(columns), CALCULATOR_POINTS):
-        chunk = range(start, min(start + CALCULATOR_POINTS, len(columns)))
-        if differ:
-            out += _table(
-                ["quantity (differs by point)", *(columns[i][0] for i in chunk)],
-                [[row[0], *(row[1 + i] for i in chunk)] for row in differ],
-                numeric=set(range(1, len(chunk) + 1)),
-            )
+    if not differ:
+        return out
+    label_px = min(max(len(row[0]) for row in differ), 28) * CHAR_PX + CELL_PAD_PX
+    widths = [  # a column's cells do not wrap; its header does, at its spaces
+        max(
+            max(len(row[1 + i]) for row in differ),
+            max(len(word) for word in columns[i][0].split()),
+        ) * CHAR_PX + CELL_PAD_PX
+        for i in range(len(columns))
+    ]  # fmt: skip
+    chunks: list[list[int]] = [[]]
+    for i, width in enumerate(widths):
+        if chunks[-1] and label_px + sum(widths[j] for j in chunks[-1]) + width > PAGE_PX:
+            chunks.append([])
+        chunks[-1].append(i)
+    for chunk in chunks:
+        out += _table(
+            ["quantity (differs by point)", *(columns[i][0] for i in chunk)],
+            [[row[0], *(row[1 + i] for i in chunk)] for row in differ],
+            numeric=set(range(1, len(chunk) + 1)),
+        )
     return out
 
 
