@@ -2,8 +2,8 @@
 
 Tables go to stdout as wide as the terminal, or `COLUMNS` (else 120) when piped or logged;
 a key or number column is never cut short: text columns wrap, a table that does not fit
-drops its lines, and one that still does not fit is printed as plain lines, one per row. Progress goes to stderr: a live
-bar in a terminal, an occasional plain line (every tenth of the work) anywhere else.
+drops its lines, and one that still does not fit is printed as plain lines, one per row.
+Progress goes to stderr: a live bar in a terminal, an occasional plain line anywhere else.
 """
 
 from __future__ import annotations
@@ -90,14 +90,15 @@ def required_width(table: Table) -> int:
 def show(console: Console, table: Table) -> None:
     """Print `table` so that no key or number column is elided: as a table if it fits the
     console's width (text columns wrap), else without its lines (two spaces between
-    columns), else as plain lines, one per row, each cell named by its column's header."""
+    columns), else as plain lines, one per row, each cell named by its column's header.
+    Columns that are not text columns are set not to wrap; the table's layout is changed."""
     for column in table.columns:
         if column.overflow != "fold":
             column.no_wrap = True
     if required_width(table) <= console.width:
         console.print(table)
         return
-    # without its lines and with one space between columns, it may fit still
+    # without its lines and with two spaces between columns, it may fit still
     table.box, table.show_edge, table.pad_edge = None, False, False
     table.padding = (0, 2, 0, 0)
     if required_width(table) <= console.width:
