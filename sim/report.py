@@ -830,7 +830,9 @@ def _summary_section(run: RunContents) -> str:
             body.append(
                 [
                     label,
-                    *(_stat(metric, s[k]) for k in ("mean", "sem", "p5", "p50", "p95", "p99")),
+                    *answer.same_decimals(  # as the CLI's table: one style along the row
+                        [float(s[k]) for k in ("mean", "sem", "p5", "p50", "p95", "p99")], metric
+                    ),
                     f"{int(s['n']):,}",
                 ]
             )
@@ -849,10 +851,6 @@ def _summary_section(run: RunContents) -> str:
         )
     more = _first_points(run, MAX_POINT_SUMMARIES) + _infeasible_note(run)
     return intro + more + f'<div class="cards">{"".join(cards)}</div>'
-
-
-def _stat(metric: str, value: float) -> str:
-    return fmt_metric(metric, float(value))
 
 
 def _sweep_section(run: RunContents) -> str:
@@ -881,6 +879,11 @@ def _sweep_section(run: RunContents) -> str:
                 marks.setdefault(p, []).append(b.criterion)
     rows, classes = [], []
     cannot = {p.index: p for p in _infeasible_points(run)}
+    # one number of decimals a column (as the CLI's sweep table), apart where points differ
+    days = answer.decimals_for(list(ttt["mean"]), distinct=True)
+    p95_days = answer.decimals_for(list(ttt["p95"]), distinct=True)
+    lost_hours = answer.decimals_for(list(lost["mean"]), distinct=True)
+    goodput_decimals = answer.decimals_for(list(goodput["mean"]), "goodput", distinct=True)
     for point in sorted({*ttt.index, *cannot}):
         if point in cannot:  # never simulated: a row with its reason and no numbers
             rows.append(
@@ -898,10 +901,12 @@ def _sweep_section(run: RunContents) -> str:
         rows.append(
             [
                 *(_value(params.get(k)) for k in keys),
-                f"{mean:.3f} ± {sem:.3f}" if math.isfinite(mean) else "— (none finished)",
-                fmt_metric("time_to_train_days", ttt.loc[point, "p95"]),
-                fmt_metric("lost_work_hours", lost.loc[point, "mean"]),
-                answer.readable("goodput", goodput.loc[point, "mean"]),
+                f"{answer.with_decimals(mean, days)} ± {answer.with_decimals(sem, days)}"
+                if math.isfinite(mean)
+                else "— (none finished)",
+                answer.with_decimals(ttt.loc[point, "p95"], p95_days),
+                answer.with_decimals(lost.loc[point, "mean"], lost_hours),
+                answer.with_decimals(goodput.loc[point, "mean"], goodput_decimals, "goodput"),
                 fmt_metric("cost_usd", cost.loc[point, "mean"]),
                 f"{finished.loc[point, 'mean']:.0%}",
                 ", ".join(marks.get(int(point), [])),
