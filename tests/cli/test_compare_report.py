@@ -10,6 +10,7 @@ import html.parser
 import io
 import json
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -583,6 +584,13 @@ def test_a_sweep_report_needs_no_sideways_scrolling_at_1400_pixels(tmp_path):
     calculator = calculator[: calculator.index("</section>")]
     assert calculator.count("FLOPs per token") == 1  # the same at every point: once
     assert "at every point" in calculator
+    # the summary's rows read in one style: the same decimals along a row, as the CLI's
+    summary = text[text.index('id="summary"') :]
+    summary = summary[: summary.index("</section>")]
+    for row in re.findall(r"<tr>(.*?)</tr>", summary):
+        cells = re.findall(r'<td class="num">(.*?)</td>', row)[:6]  # mean … p99, not n
+        if cells:
+            assert len({len(c.rstrip("%").partition(".")[2]) for c in cells}) == 1, cells
     measured = tmp_path / "measured.html"
     measured.write_text(text.replace("</body>", OVERFLOW + "</body>"))
     r = chromium(tmp_path, "--window-size=1400,2000", "--virtual-time-budget=5000",
