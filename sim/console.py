@@ -202,9 +202,10 @@ def _elapsed(seconds: float) -> str:
 
 
 def progress(*columns: Any, unit: str) -> Progress | PlainProgress:
-    """A live bar of `columns` on stderr in a terminal; plain lines anywhere else."""
+    """A live bar of `columns` on stderr in a terminal (or a notebook's widget); plain
+    lines anywhere else."""
     console = stderr_console()
-    if console.is_terminal and not console.is_dumb_terminal:
+    if console.is_jupyter or (console.is_terminal and not console.is_dumb_terminal):
         return Progress(
             *(columns or (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())),
             console=console,
