@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 import time
 from typing import Any
 
@@ -112,9 +113,14 @@ def show(console: Console, table: Table) -> None:
         values = [_plain(cells[c][row]).replace("\n", " ") for c in range(len(headers))]
         if table.show_header:
             named = [f"{h}: {v}" if h else v for h, v in zip(headers, values) if v.strip()]
-            console.print(Text("- " + "; ".join(named)), highlight=False)
+            line = "- " + "; ".join(named)
         else:  # a table of quantities and values
-            console.print(Text("- " + ": ".join(v for v in values if v.strip())), highlight=False)
+            line = "- " + ": ".join(v for v in values if v.strip())
+        # a row's further lines indented under its first, never broken inside a word
+        wrapped = textwrap.fill(
+            line, width=console.width, subsequent_indent="  ", break_long_words=False
+        )
+        console.print(Text(wrapped), highlight=False, soft_wrap=True)
     if table.caption:
         console.print(table.caption, highlight=False)
 
