@@ -87,26 +87,25 @@ def duration(hours: float, signed: bool = False, unit: str | None = None) -> str
     return f"{text} {unit}"
 
 
-def money(usd: float, signed: bool = False) -> str:
-    """$1.07M, $842k, $530: three significant digits, for reading aloud."""
+def money(usd: float, signed: bool = False, digits: int = 3) -> str:
+    """$1.07M, $842k, $530: three significant digits (or `digits`), for reading aloud."""
     if usd is None or not math.isfinite(usd):
         return "—"
     sign = "-" if usd < 0 else ("+" if signed and usd > 0 else "")
     magnitude = abs(usd)
     for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")):
-        if float(_three(magnitude / scale)) >= 1.0 or scale == 1.0:  # $999.9k is $1.00M
-            return (
-                f"{sign}${_three(magnitude / scale) if scale > 1 else f'{magnitude:.0f}'}{suffix}"
-            )
+        if float(_three(magnitude / scale, digits)) >= 1.0 or scale == 1.0:  # $999.9k: $1.00M
+            scaled = _three(magnitude / scale, digits) if scale > 1 else f"{magnitude:.0f}"
+            return f"{sign}${scaled}{suffix}"
     return f"{sign}${magnitude:.0f}"
 
 
-def _three(value: float) -> str:
-    """Three significant digits without an exponent: 1.07, 84.2, 530."""
+def _three(value: float, significant: int = 3) -> str:
+    """Three (or `significant`) significant digits without an exponent: 1.07, 84.2, 530."""
     if value <= 0:
         return "0"
-    rounded = float(f"{value:.3g}")
-    digits = max(0, 2 - int(math.floor(math.log10(rounded))))
+    rounded = float(f"{value:.{significant}g}")
+    digits = max(0, significant - 1 - int(math.floor(math.log10(rounded))))
     return f"{rounded:.{digits}f}"
 
 
@@ -160,9 +159,81 @@ def figure(magnitude: float, big: float = 1e4, digits: int = 4) -> str:
     return f"{magnitude:.{digits}g}"
 
 
-def readable_interval(metric: str, low: float, high: float) -> str:
+def common_unit(metric: str, values: list[float]) -> str | None:
+    """The one unit a column of durations reads in (that of its largest value); None for
+    a metric that is not a duration."""
+    metric_unit = analysis.unit_of(metric)
+    if metric_unit not in ("h", "days") or "gpu_hours" in metric:
+        return None
+    scale = 24.0 if metric_unit == "days" else 1.0
+    finite = [abs(v) * scale for v in values if v is not None and math.isfinite(v)]
+    return duration_unit(max(finite, default=0.0))
+
+
+def same_decimals(
+    values: list[float], metric: str = "", significant: int = 4, distinct: bool = False
+) -> list[str]:
+    """Numbers read side by side (a row of a summary, a column of a sweep), all with the
+    decimals that give the largest `significant` digits, with thousands separators:
+    16.43 beside 16.90 (not 16.9), 1,074,882 ± 1,011. Shares (goodput, MFU, finished) as
+    percentages; a missing value as —. `distinct`: more decimals where values that differ
+    would read alike (the points of a sweep)."""
+    decimals = decimals_for(values, metric, significant, distinct)
+    return [with_decimals(value, decimals, metric) for value in values]
+
+
+def decimals_for(
+    values: list[float], metric: str = "", significant: int = 4, distinct: bool = False
+) -> int:
+    """The decimals same_decimals writes `values` with."""
+    scale = 100.0 if metric in PERCENT else 1.0
+    finite = [abs(v) * scale for v in values if v is not None and math.isfinite(v)]
+    largest = max(finite, default=0.0)
+    whole_digits = int(math.floor(math.log10(largest))) + 1 if largest >= 1e-9 else 1
+    decimals = min(6, max(0, significant - whole_digits))
+    if metric in PERCENT:
+        decimals = min(decimals, 2)
+    if distinct:
+        decimals = max(decimals, distinct_decimals(finite, 0))
+    return decimals
+
+
+def with_decimals(value: float | None, decimals: int, metric: str = "") -> str:
+    """A number with `decimals` decimals and thousands separators (a share as a percentage,
+    -0 as 0, a missing value as —)."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    percent = metric in PERCENT
+    text = f"{value * (100 if percent else 1):,.{decimals}f}"
+    if float(text.replace(",", "")) == 0:
+        text = text.lstrip("-")
+    return text + ("%" if percent else "")
+
+
+def distinct_digits(values: list[float], least: int = 3) -> int:
+    """The fewest significant digits (at least `least`, at most 7) at which values that
+    differ read differently: three costs of $1.0712M, $1.0736M and $1.0749M are
+    $1.071M, $1.074M and $1.075M, not three times $1.07M."""
+    finite = sorted({float(v) for v in values if v is not None and math.isfinite(v)})
+    for digits in range(least, 8):
+        if len({f"{v:.{digits}g}" for v in finite}) == len(finite):
+            return digits
+    return 7
+
+
+def distinct_decimals(values: list[float], least: int = 1) -> int:
+    """The fewest decimals (at least `least`, at most 4) at which values that differ read
+    differently: p50s of 16.43 and 16.38 days are 16.43 and 16.38, not twice 16.4."""
+    finite = sorted({float(v) for v in values if v is not None and math.isfinite(v)})
+    for decimals in range(least, 5):
+        if len({f"{v:.{decimals}f}" for v in finite}) == len(finite):
+            return decimals
+    return max(4, least)
+
+
+def readable_interval(metric: str, low: float, high: float, signed: bool = True) -> str:
     """A 95% CI with both ends in one unit (the one its wider end reads best in), the unit
-    written once: '-2.08 … -1.12 h'."""
+    written once: '-2.08 … -1.12 h' (a difference, `signed`), '16.42 … 16.44 days'."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "—"
     unit = None
@@ -170,7 +241,7 @@ def readable_interval(metric: str, low: float, high: float) -> str:
     if metric_unit in ("h", "days") and "gpu_hours" not in metric:
         scale = 24.0 if metric_unit == "days" else 1.0
         unit = duration_unit(max(abs(low), abs(high)) * scale)
-    first, last = readable(metric, low, True, unit), readable(metric, high, True, unit)
+    first, last = readable(metric, low, signed, unit), readable(metric, high, signed, unit)
     suffix = last.rpartition(" ")[2] if " " in last else ""
     if suffix and first.endswith(" " + suffix):
         first = first[: -len(suffix) - 1]
@@ -302,15 +373,24 @@ def overhead_text(answer: PointAnswer) -> str:
     return text + (": " + ", ".join(listed) if listed else "")
 
 
-def answer_lines(answer: PointAnswer, horizon_days: float | None = None) -> list[str]:
-    """The point's answer as two lines (without its label)."""
+def answer_lines(
+    answer: PointAnswer,
+    horizon_days: float | None = None,
+    day_decimals: int = 1,
+    cost_digits: int = 3,
+) -> list[str]:
+    """The point's answer as two lines (without its label); a sweep passes the decimals of
+    days and the digits of costs at which its points read apart."""
     first = []
     if answer.finished > 0:
-        first.append(f"p50 {answer.p50_days:.1f} days, p95 {answer.p95_days:.1f} days")
+        first.append(
+            f"p50 {answer.p50_days:.{day_decimals}f} days, "
+            f"p95 {answer.p95_days:.{day_decimals}f} days"
+        )
     else:
         within = f" within the {horizon_days:g}-day horizon" if horizon_days else ""
         first.append(f"no replica finished{within}")
-    first.append(f"mean cost {money(answer.cost_usd)}")
+    first.append(f"mean cost {money(answer.cost_usd, digits=cost_digits)}")
     if math.isfinite(answer.goodput):
         first.append(f"goodput {answer.goodput:.1%}")
     line = ", ".join(first)
@@ -389,7 +469,9 @@ def best_points(rows: pd.DataFrame) -> list[Best]:
     return out
 
 
-def best_lines(bests: list[Best], params: dict[int, dict[str, Any]], keys: list[str]) -> list[str]:
+def best_lines(
+    bests: list[Best], params: dict[int, dict[str, Any]], keys: list[str], cost_digits: int = 3
+) -> list[str]:
     """'best on time: interval_steps=500 (mean 16.33 days); interval_steps=1000 takes 1.6 h
     longer (95% CI 1.0 h … 2.2 h)' and the same on cost."""
     lines = []
@@ -398,7 +480,7 @@ def best_lines(bests: list[Best], params: dict[int, dict[str, Any]], keys: list[
         if best.criterion == "time":
             value = f"mean {duration(best.value, unit='days')}"
         else:
-            value = f"mean {money(best.value)}"
+            value = f"mean {money(best.value, digits=cost_digits)}"
         if best.tied:
             others = ", ".join(params_text(params.get(p, {}), keys) for p in best.tied)
             lines.append(f"best on {best.criterion}: tied between {name} and {others} ({value})")
@@ -469,17 +551,24 @@ def run_answer(
     keys = scenario_set.varied_keys
     params = {p.index: p.params for p in scenario_set.points}
     answers = point_answers(summary, params)
+    # points that differ below the usual rounding are shown with the digits that tell them apart
+    shown = [a for a in answers if only is None or a.point in only]
+    cost_digits = distinct_digits([a.cost_usd for a in shown])
+    finished = [a for a in shown if a.finished > 0]
+    day_decimals = max(
+        distinct_decimals([a.p50_days for a in finished]),
+        distinct_decimals([a.p95_days for a in finished]),
+    )
     listed = []
     for a in answers:
         if only is not None and a.point not in only:
             continue
         horizon = scenario_set.points[a.point].scenario.simulation.horizon_days
-        listed.append(
-            (label(a, keys) if len(scenario_set.points) > 1 else "", answer_lines(a, horizon))
-        )
+        lines = answer_lines(a, horizon, day_decimals, cost_digits)
+        listed.append((label(a, keys) if len(scenario_set.points) > 1 else "", lines))
     best: list[str] = []
     if rows is not None and len(answers) > 1:
-        best = best_lines(best_points(rows), params, keys)
+        best = best_lines(best_points(rows), params, keys, cost_digits)
     return RunAnswer(listed, best)
 
 
@@ -517,10 +606,37 @@ def read_best_rows(path: str | Path) -> pd.DataFrame:
 # --------------------------------------------------------------------------- a plan, in words
 
 
+# Words for the parts of a metric's name that are not plain English.
+_NAME_WORDS = {"mfu": "MFU", "gpu": "GPU", "GB": "GB", "TB": "TB"}
+
+# The units of docs/metrics.md's names, as a title writes them.
+_UNIT_WORDS = {"h": "hours", "days": "days", "USD": "USD", "GPU-h": "GPU-hours"}
+
+
+def metric_words(metric: str) -> str:
+    """A metric's name in words, without its unit: cost_usd → cost, time_to_train_days →
+    time to train, effective_mfu → effective MFU, lost_gpu_hours → lost GPU-hours."""
+    if metric.endswith("gpu_hours"):
+        return (metric.removesuffix("gpu_hours").replace("_", " ") + "GPU-hours").strip()
+    base = metric
+    for suffix in ("_usd", "_days", "_hours", "_TB", "_GB"):
+        base = base.removesuffix(suffix)
+    return " ".join(_NAME_WORDS.get(word, word) for word in base.split("_"))
+
+
+def metric_title(metric: str) -> str:
+    """A metric's name and unit as a column or a sentence names it: 'cost (USD)',
+    'time to train (days)', 'goodput'."""
+    unit = analysis.unit_of(metric)
+    words = metric_words(metric)
+    if not unit or unit == "GPU-h" or unit in words.split():
+        return words
+    return f"{words} ({_UNIT_WORDS.get(unit, unit)})"
+
+
 def objective_words(objective: str) -> str:
     """cost_usd → 'mean cost', time_to_train_days → 'mean time to train'."""
-    base = objective.removesuffix("_usd").removesuffix("_days").removesuffix("_hours")
-    return "mean " + base.replace("_", " ")
+    return "mean " + metric_words(objective)
 
 
 def objective_value(objective: str, value: Any) -> str:

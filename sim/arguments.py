@@ -140,9 +140,7 @@ def json_default(value: Any) -> Any:
 
 
 def console():
-    """A rich Console for tables on stdout, wide enough to stay readable when piped."""
-    import sys
+    """A rich Console for tables on stdout, as wide as the terminal or COLUMNS."""
+    from sim.console import stdout_console
 
-    from rich.console import Console
-
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    return stdout_console()

@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sim import analysis, answer, arguments, compare, feasibility, perf, planner
+from sim import console as screen
 from sim import report as run_report
 from sim.api import (
     MergeInterrupted,
@@ -480,52 +481,60 @@ def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None
         return
     console = _console()
     goal = "highest" if best.direction == "max" else "lowest"
-    unit = analysis.unit_of(metric)
+    words = f"{statistic} {answer.metric_words(metric)}"  # mean cost, p95 time to train
+    points = best.points.to_dict(orient="records")
+    # one unit for the values and one for the differences, as each column reads best
+    unit = answer.common_unit(metric, [row[statistic] for row in points])
+    differences = [row["difference"] for row in points if row["verdict"] != "infeasible"]
+    difference_unit = answer.common_unit(metric, differences)
+
+    def value(number: float) -> str:
+        return answer.readable(metric, number, unit=unit)
+
+    def worse_by(number: float, low: float, high: float) -> str:
+        text = answer.readable(metric, number, unit=difference_unit)
+        return f"{text} ({answer.readable_interval(metric, low, high, signed=False)})"
+
     table = Table(
-        title=f"{outcome.scenario_set.name}: {statistic} {metric} by {key} ({goal} is best)",
+        title=f"{outcome.scenario_set.name}: {words} by {key} ({goal} is best)",
         title_justify="left",
     )
-    for column in [
-        key,
-        f"{statistic}{f' ({unit})' if unit else ''}",
-        "95% CI",
-        "worse than best by (paired 95% CI)",
-        "verdict",
-    ]:
+    for column in [key, words, "95% CI", "worse than best by\n(paired 95% CI)"]:
         table.add_column(column, justify="right")
-    for row in best.points.to_dict(orient="records"):
+    screen.text_column(table, "verdict")
+    infeasible_lines = []
+    for row in points:
         if row["verdict"] == "infeasible":
-            table.add_row(
-                answer.value_text(row[key]),
-                "—",
-                "—",
-                "",
-                f"infeasible: {escape(row['infeasible'])}",
+            table.add_row(answer.value_text(row[key]), "—", "—", "", "infeasible")
+            infeasible_lines.append(
+                f"infeasible, not simulated: {key}={answer.value_text(row[key])}: "
+                f"{row['infeasible']}"
             )
             continue
         tied = row["verdict"] in ("best", "tied for best")
         table.add_row(
             answer.value_text(row[key]),
-            _fmt_metric(metric, row[statistic], unit=False),
-            f"{_fmt_metric(metric, row['ci_low'], unit=False)} – {_fmt_metric(metric, row['ci_high'], unit=False)}",
+            value(row[statistic]),
+            answer.readable_interval(metric, row["ci_low"], row["ci_high"], signed=False),
             ""
             if tied
-            else f"{_fmt_metric(metric, row['difference'])} "
-            f"({_fmt_metric(metric, row['difference_ci_low'], unit=False)} – "
-            f"{_fmt_metric(metric, row['difference_ci_high'], unit=False)})",
+            else worse_by(row["difference"], row["difference_ci_low"], row["difference_ci_high"]),
             row["verdict"],
         )
-    console.print(table)
-    value = _fmt_metric(metric, best.best_value)
+    screen.show(console, table)
+    for line in infeasible_lines:
+        console.print(line, highlight=False, markup=False)
     if best.best is None:
         values = ", ".join(answer.value_text(v) for v in best.tied)
         console.print(
-            f"no single best {key}: {values} tie at {statistic} {metric} {value}"
+            f"no single best {key}: {values} tie at {words} {value(best.best_value)}"
             + (
-                f"; the next, {answer.value_text(best.runner_up)}, is worse by {_fmt_metric(metric, best.difference)}"
+                f"; the next, {answer.value_text(best.runner_up)}, is worse by "
+                f"{answer.readable(metric, best.difference)}"
                 if best.runner_up is not None
                 else ""
-            )
+            ),
+            highlight=False,
         )
     else:
         low, high = best.difference_ci
@@ -535,10 +544,12 @@ def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None
             else "not distinguishable at 95% (more replicas would tell)"
         )
         console.print(
-            f"best {key} = {answer.value_text(best.best)}: {statistic} {metric} {value} "
-            f"(95% CI {_fmt_metric(metric, best.best_ci[0])} – {_fmt_metric(metric, best.best_ci[1])}); "
-            f"runner-up {answer.value_text(best.runner_up)} is worse by {_fmt_metric(metric, best.difference)} "
-            f"(paired 95% CI {_fmt_metric(metric, low)} – {_fmt_metric(metric, high)}: {sure})"
+            f"best {key} = {answer.value_text(best.best)}: {words} {value(best.best_value)} "
+            f"(95% CI {answer.readable_interval(metric, *best.best_ci, signed=False)}); "
+            f"runner-up {answer.value_text(best.runner_up)} is worse by "
+            f"{answer.readable(metric, best.difference)} "
+            f"(paired 95% CI {answer.readable_interval(metric, low, high, signed=False)}: {sure})",
+            highlight=False,
         )
     console.print(f"results: {outcome.run_dir}")
 
@@ -698,7 +709,8 @@ def _print_plan(doc: dict) -> None:
     deadline = f"{doc['deadline_days']:g} days"
     goal = "highest" if doc["direction"] == "max" else "lowest"
     console.print(
-        f"{doc['scenario']}: the {goal} mean {objective} with P(time to train ≤ {deadline}) ≥ "
+        f"{doc['scenario']}: the {goal} {answer.objective_words(objective)} with "
+        f"P(time to train ≤ {deadline}) ≥ "
         f"{q:g}, over {len(doc['candidates'])} points of {' × '.join(keys)}"
     )
 
@@ -726,10 +738,10 @@ def _print_plan(doc: dict) -> None:
     chosen = doc["chosen"]
     if chosen is not None:
         table = Table(title=f"chosen: {params(chosen)}", show_header=False, title_justify="left")
-        table.add_column("quantity")
-        table.add_column("value")
+        screen.text_column(table, "quantity")
+        screen.text_column(table, "value")
         table.add_row(
-            f"mean {objective} ± 95% CI",
+            f"{answer.objective_words(objective)} ± 95% CI",
             f"{mean_ci(chosen)} ({_fmt_metric(objective, chosen['objective_ci_low'])} – "
             f"{_fmt_metric(objective, chosen['objective_ci_high'])})",
         )
@@ -737,12 +749,11 @@ def _print_plan(doc: dict) -> None:
             f"P(time to train ≤ {deadline}) [95% CI]",
             f"{share(chosen)} over {chosen['replicas']:,} replicas",
         )
-        table.add_row(
-            "time to train p50 / p95",
-            f"{_fmt(chosen['time_to_train_days_p50'])} / "
-            f"{_fmt(chosen['time_to_train_days_p95'])} days",
+        p50_p95 = answer.same_decimals(
+            [chosen["time_to_train_days_p50"], chosen["time_to_train_days_p95"]]
         )
-        console.print(table)
+        table.add_row("time to train p50 / p95", f"{p50_p95[0]} / {p50_p95[1]} days")
+        screen.show(console, table)
         if chosen["p_meet_low"] < q:
             console.print(
                 f"note: its P(meet) is {chosen['p_meet']:.3f} ≥ {q:g}, but the 95% interval "
@@ -760,19 +771,22 @@ def _print_plan(doc: dict) -> None:
         )
     unit = analysis.unit_of(objective)
     table = Table(
-        title=f"every point, best first (mean {objective}{f' in {unit}' if unit else ''}; "
+        title=f"every point, best first ({answer.objective_words(objective)}"
+        f"{f' in {unit}' if unit else ''}; "
         "± and [ ]: 95% confidence intervals)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    for key in keys:  # the last part of the key, wrapped at its underscores
-        table.add_column(key.split(".")[-1].replace("_", " "), justify="right")
-    for column in ["replicas", "mean ± CI", "P(meet) [CI]", f"{quantile_name} days", "status"]:
-        table.add_column(column, justify="right", no_wrap=True)
+    for key in keys:  # the last part of the key, one word a line
+        table.add_column(key.split(".")[-1].replace("_", "\n"), justify="right")
+    for column in ["replicas", "mean ± CI", "P(meet) [CI]", f"{quantile_name} days"]:
+        table.add_column(column, justify="right")
+    screen.text_column(table, "status")
     table.add_column("out at\nround", justify="right")
     # the points that cannot run at all (the others marked infeasible miss the deadline):
     # one line per reason, naming the swept values its points share
     cannot = [row for row in doc["candidates"] if not row["replicas"]]
+    below: list[str] = []  # printed under the table, each line whole
     if cannot:
         reasons: dict[str, list[dict]] = {}
         for row in cannot:
@@ -786,41 +800,52 @@ def _print_plan(doc: dict) -> None:
                 f"cannot run, not simulated ({count}{': ' + where if where else ''}): "
                 f"{escape(reason)}"
             )
-        table.caption = "\n".join(lines)
-        table.caption_justify = "left"
+        below = lines
+    # the quantile's days alike in decimals in both tables, apart where points differ
+    day_decimals = answer.decimals_for(
+        [row["time_to_train_days_at_quantile"] for row in doc["candidates"] if row["replicas"]],
+        distinct=True,
+    )
+
+    def days(value) -> str:
+        return answer.with_decimals(value, day_decimals)
+
     for row in doc["candidates"]:
         if not row["replicas"]:
-            continue  # in the caption
+            continue  # below the table
         table.add_row(
             *(answer.value_text(row[k]) for k in keys),
             f"{row['replicas']:,}",
             mean_ci(row),
             share(row),
-            _fmt(row["time_to_train_days_at_quantile"]),
+            days(row["time_to_train_days_at_quantile"]),
             answer.plan_status({**row, "dropped_round": None}, doc),
             "" if row["dropped_round"] is None else str(row["dropped_round"]),
         )
-    console.print(table)
+    screen.show(console, table)
+    for line in below:
+        console.print(line, highlight=False)
     front = Table(
         title=f"time-cost Pareto front ({quantile_name} time to train vs mean cost)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
     for key in keys:
-        front.add_column(key.split(".")[-1].replace("_", " "), justify="right")
-    for column in [f"{quantile_name} days", "mean cost", "P(meet)", "against the chosen point"]:
-        front.add_column(column, justify="left" if column.startswith("against") else "right")
+        front.add_column(key.split(".")[-1].replace("_", "\n"), justify="right")
+    for column in [f"{quantile_name} days", "mean cost", "P(meet)"]:
+        front.add_column(column, justify="right")
+    screen.text_column(front, "against the chosen point")
     for row in doc["pareto"]:
         front.add_row(
             *(answer.value_text(row[k]) for k in keys),
-            _fmt(row["time_to_train_days_at_quantile"]),
+            days(row["time_to_train_days_at_quantile"]),
             _fmt_metric("cost_usd", row["cost_usd_mean"]),
             f"{row['p_meet']:.3f}",
             # not its status: `dominated` there means worse on the objective alone, and a
             # faster, costlier point is rightly on the time-cost front
             answer.front_role(row, doc),
         )
-    console.print(front)
+    screen.show(console, front)
     spent, full = doc["replicas_spent"], doc["replicas_full_grid"]
     ran = [row for row in doc["candidates"] if row["replicas"]]
     console.print(
@@ -936,8 +961,8 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
     t, a, sim_, b = report.tree, report.analytic, report.simulated, report.breakdown
     where = f" (sweep point {point.index}: {_params_text(point.params)})" if point.params else ""
     table = Table(title=f"{loaded.name}{where}: fabric", show_header=False, title_justify="left")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
+    screen.text_column(table, "quantity")
+    screen.text_column(table, "value", justify="right")
     rows = [
         (
             "fat tree",
@@ -985,7 +1010,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
     ]
     for label, value in rows:
         table.add_row(label, value)
-    console.print(table)
+    screen.show(console, table)
     links = Table(title="most loaded links (lowest fair share first)", title_justify="left")
     for column in ["link", "direction", "capacity GB/s", "flows", "share GB/s", "utilisation"]:
         links.add_column(column, justify="left" if column in ("link", "direction") else "right")
@@ -998,7 +1023,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
             f"{link.share_GB_s:.1f}",
             f"{link.utilisation:.0%}",
         )
-    console.print(links)
+    screen.show(console, links)
 
 
 @app.command(name="compare")
@@ -1051,7 +1076,10 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as
     if result.a.name != result.b.name:  # the first line says so
         console.print(arguments.different_scenarios(result.a.name, result.b.name))
     for item in compare.tables(result, every):
-        console.print(item)
+        if isinstance(item, Table):
+            screen.show(console, item)
+        else:
+            console.print(item)
     if written is not None:
         console.print(f"figure: {written}")
 
@@ -1135,17 +1163,19 @@ def _print_run(outcome: RunOutcome) -> None:
         if point["errors"]:
             title += f", [red]{point['errors']} errors[/red]"
         table = Table(title=title, title_justify="left")
-        for column in ["metric", "mean", "± s.e.", "p5", "p50", "p95", "p99"]:
-            table.add_column(column, justify="left" if column == "metric" else "right")
+        screen.text_column(table, "metric")  # its words wrap: "checkpoint stall (hours)"
+        for column in ["mean", "± s.e.", "p5", "p50", "p95", "p99"]:
+            table.add_column(column, justify="right")
         for metric, label in SUMMARY_METRICS:
             if metric == "wall_hours":  # time to train in hours: shown once, in days
                 continue
             s = rows.loc[metric]
-            table.add_row(label, *(_fmt(s[k]) for k in ["mean", "sem", "p5", "p50", "p95", "p99"]))
+            values = [float(s[k]) for k in ["mean", "sem", "p5", "p50", "p95", "p99"]]
+            table.add_row(label, *answer.same_decimals(values, metric))
         if point["finished"] == 0:
             table.caption = _no_finish_reason(outcome, point["point"])
             table.caption_justify = "left"
-        console.print(table)
+        screen.show(console, table)
     if len(doc["points"]) > 1 and keys:
         _print_sweep(console, outcome, keys)
     if any("ci_half_width_days" in point for point in doc["points"]):
@@ -1174,22 +1204,29 @@ def _print_adaptive(console: Console, doc: dict) -> None:
         title="adaptive replication: replicas used and the 95% half-width reached",
         title_justify="left",
     )
-    for column in ["point", "params", "replicas", "mean (days)", "half-width (days)", "relative"]:
-        table.add_column(column, justify="left" if column == "params" else "right")
-    for point in doc["points"]:
-        if point.get("infeasible"):
-            continue
-        mean = point["metrics"]["time_to_train_days"]["mean"]
-        half = point.get("ci_half_width_days")
+    for column in ["point", "replicas", "mean (days)", "half-width (days)", "relative"]:
+        table.add_column(column, justify="right")
+    screen.text_column(table, "params")
+    points = [point for point in doc["points"] if not point.get("infeasible")]
+    means = [point["metrics"]["time_to_train_days"]["mean"] for point in points]
+    halves = [point.get("ci_half_width_days") for point in points]
+    mean_texts = answer.same_decimals(means, distinct=True)
+    half_texts = answer.same_decimals([math.nan if h is None else h for h in halves])
+    for point, mean, half, mean_text, half_text in zip(
+        points, means, halves, mean_texts, half_texts, strict=True
+    ):
+        relative = (
+            f"{half / mean:.2%}" if mean and half is not None and math.isfinite(half) else "—"
+        )
         table.add_row(
             str(point["point"]),
-            "  ".join(f"{k}={answer.value_text(v)}" for k, v in point["params"].items()),
             f"{point['replicas']:,}",
-            _fmt(mean),
-            _fmt(half),
-            f"{half / mean:.2e}" if mean and half is not None and math.isfinite(half) else "—",
+            mean_text,
+            half_text,
+            relative,
+            "  ".join(f"{k}={answer.value_text(v)}" for k, v in point["params"].items()),
         )
-    console.print(table)
+    screen.show(console, table)
 
 
 def _no_finish_reason(outcome: RunOutcome, point: int) -> str:
@@ -1223,38 +1260,57 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
     for key in keys:  # interval_steps for checkpoint.interval_steps (unique endings)
         table.add_column(answer.short_keys(keys)[key], justify="right")
     for column in ["time to train (days)", "p95 (days)", "lost work (h)", "mean cost",
-                   "goodput", "finished", "best on"]:  # fmt: skip
+                   "goodput", "finished"]:  # fmt: skip
         table.add_column(column, justify="right")
+    screen.text_column(table, "best on")
     fraction = summary[summary["metric"] == "finished_fraction"].set_index("point")["mean"]
-    for entry in outcome.summary_doc["points"]:
+    entries = outcome.summary_doc["points"]
+    ran = [e["point"] for e in entries if not e.get("infeasible") and e["point"] in ttt.index]
+
+    def column(frame, statistic: str, metric: str = "") -> dict[int, str]:
+        """One column's numbers, alike in decimals, apart where points differ."""
+        values = [float(frame.loc[p, statistic]) for p in ran]
+        return dict(zip(ran, answer.same_decimals(values, metric, distinct=True)))
+
+    # the standard errors with the means' decimals
+    decimals = answer.decimals_for([float(ttt.loc[p, "mean"]) for p in ran], distinct=True)
+    means = {p: answer.with_decimals(float(ttt.loc[p, "mean"]), decimals) for p in ran}
+    sems = {p: answer.with_decimals(float(ttt.loc[p, "sem"]), decimals) for p in ran}
+    p95, lost_h = column(ttt, "p95"), column(lost, "mean")
+    costs = {p: "$" + text for p, text in column(cost, "mean").items()}
+    goodputs = column(goodput, "mean", "goodput")
+    cannot: list[str] = []  # the reasons points cannot run, below the table
+    for entry in entries:
         point = entry["point"]
-        if entry.get("infeasible"):  # a row of its own: the reason, no numbers
+        if entry.get("infeasible"):  # a row of its own, its reason below the table
             table.add_row(
                 *(answer.value_text(entry["params"].get(k)) for k in keys),
-                f"infeasible: {escape(entry['infeasible'])}",
+                "infeasible",
                 *["—"] * 5,
                 "",
             )
+            where = answer.params_text(entry["params"], keys)
+            cannot.append(f"infeasible, not simulated: {where}: {entry['infeasible']}")
             continue
         if point not in ttt.index:
             continue
         row = ttt.loc[point]
         mean = (
-            f"{row['mean']:.3f} ± {row['sem']:.3f}"
-            if math.isfinite(row["mean"])
-            else "— (none finished)"
+            f"{means[point]} ± {sems[point]}" if math.isfinite(row["mean"]) else "— (none finished)"
         )
         table.add_row(
             *(answer.value_text(row[k]) for k in keys),
             mean,
-            _fmt(row["p95"]),
-            _fmt(lost.loc[point, "mean"]),
-            _fmt_metric("cost_usd", cost.loc[point, "mean"]),
-            f"{goodput.loc[point, 'mean']:.2%}",
+            p95[point],
+            lost_h[point],
+            costs[point],
+            goodputs[point],
             f"{fraction.loc[point]:.0%}",
             ", ".join(marks.get(int(point), [])),
         )
-    console.print(table)
+    screen.show(console, table)
+    for line in cannot:
+        console.print(line, highlight=False, markup=False)
     if outcome.problems:
         console.print(
             f"{len(outcome.problems)} of {len(ttt)} points cannot finish within "
@@ -1263,8 +1319,8 @@ def _print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None
 
 
 def _console() -> Console:
-    """Tables on stdout; wide enough to stay readable when piped to a file."""
-    return Console() if sys.stdout.isatty() else Console(width=120)
+    """Tables on stdout, as wide as the terminal or COLUMNS (sim/console.py)."""
+    return screen.stdout_console()
 
 
 def _load(path: Path, overrides=(), params=()) -> ScenarioSet:
@@ -1296,15 +1352,11 @@ def _warn(problems: list[feasibility.Problem]) -> None:
 
 
 def _fmt_metric(metric: str, value: float, unit: bool = True) -> str:
-    """A metric's value with its unit: $29,460 for costs, 12.3 h for hours, 16.2 days."""
-    if value is None or not math.isfinite(value):
-        return "—"
+    """A metric's value with its unit: $29,460 for costs, 12.3 h for hours, 16.2 days
+    (the number as compare.fmt_metric writes it, from sim/answer.py's helpers)."""
+    text = compare.fmt_metric(metric, value)
     suffix = analysis.unit_of(metric)
-    if suffix == "USD":
-        sign = "-" if value < 0 else ""
-        return f"{sign}${abs(value):,.0f}"
-    text = _fmt(value)
-    return f"{text} {suffix}" if unit and suffix else text
+    return f"{text} {suffix}" if unit and suffix and suffix != "USD" and text != "—" else text
 
 
 def _json_default(value):

@@ -20,7 +20,7 @@ from rich.table import Table
 from sim import analysis, answer, palette
 from sim.plots import run_label
 from sim.results import read_manifest, resume_command
-from sim.scenario import ScenarioError, read_yaml
+from sim.scenario import ScenarioError, load_document, read_yaml
 
 # Columns a replica table must have to be compared; those that identify a row, not measure it.
 REQUIRED = ("point", "replica", "seed", "finished", "time_to_train_days")
@@ -253,13 +253,12 @@ def scenario_differences(
 ) -> tuple[dict[str, tuple[Any, Any]], dict[str, Any], dict[str, Any]]:
     """The keys whose values differ between the two runs' resolved scenarios (dotted; a
     failure class by its name), leaving out the swept keys (each point says those), the
-    name, description, seed and replicas; and each scenario as dotted keys. All empty
-    when a scenario.yaml is unreadable."""
+    name, description, seed and replicas; and each scenario as dotted keys. Values are
+    compared as the simulation used them: after the storage presets and the defaults
+    (`replace` unset is true on both sides, not true against nothing). All empty when a
+    scenario.yaml is unreadable."""
     try:
-        docs = [
-            _flatten({k: v for k, v in read_yaml(r.path / "scenario.yaml").items() if k != "sweep"})
-            for r in (a, b)
-        ]
+        docs = [_flatten(_resolved(r.path / "scenario.yaml")) for r in (a, b)]
     except ScenarioError:
         return {}, {}, {}
     swept = set(a.swept_keys) | set(b.swept_keys)
@@ -271,6 +270,18 @@ def scenario_differences(
         if not _same(x, y):
             out[key] = (x, y)
     return out, docs[0], docs[1]
+
+
+def _resolved(path: Path) -> dict[str, Any]:
+    """A run's scenario as it was simulated: its base (the sweep left out) with every
+    default and preset filled in, by the keys a scenario file uses; as written when it no
+    longer loads (a scenario of an older version)."""
+    document = {k: v for k, v in read_yaml(path).items() if k != "sweep"}
+    try:
+        base = load_document(document, str(path)).base
+    except ScenarioError:
+        return document
+    return base.model_dump(mode="json", by_alias=True)
 
 
 def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -483,6 +494,12 @@ def _same(x: Any, y: Any) -> bool:
     return x == y
 
 
+def _text(value: Any) -> str:
+    """A scenario value as a title shows it: 'unset' for a key the scenario leaves empty
+    (an alternative it does not use, such as interval_steps beside interval_minutes)."""
+    return "unset" if _missing(value) else answer.value_text(value)
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float | np.floating) and math.isnan(value))
 
@@ -612,9 +629,9 @@ def pair_title(comparison: Comparison, pair: PointComparison) -> str:
     for key in keys:
         x, y = _sides(comparison, pair, key)
         if _same(x, y):
-            shared.append(f"{names[key]}={answer.value_text(x)}")
+            shared.append(f"{names[key]}={_text(x)}")
         else:
-            differ.append(f"{names[key]}={answer.value_text(x)} vs {answer.value_text(y)}")
+            differ.append(f"{names[key]}={_text(x)} vs {_text(y)}")
     title = "; ".join(differ) if differ else "the same scenario values"
     if shared:
         title += f" (at {', '.join(shared)})"
@@ -627,8 +644,8 @@ def side_labels(comparison: Comparison, pair: PointComparison) -> tuple[str, str
     keys = list(dict.fromkeys([*pair.params_a, *pair.params_b, *comparison.differences]))
     sides = [_sides(comparison, pair, k) for k in keys]
     differ = [(x, y) for x, y in sides if not _same(x, y)]
-    values_a = [answer.value_text(x) for x, _ in differ]
-    a, b = ", ".join(values_a), ", ".join(answer.value_text(y) for _, y in differ)
+    values_a = [_text(x) for x, _ in differ]
+    a, b = ", ".join(values_a), ", ".join(_text(y) for _, y in differ)
     if not values_a or max(len(a), len(b)) > 18:
         return "A mean", "B mean"
     return f"A: {a}", f"B: {b}"
@@ -666,10 +683,13 @@ def tables(comparison: Comparison, every: bool = False) -> list[Table | str]:
         widest = max((len(m.metric) for m in metrics), default=6)
         table.add_column("metric", min_width=widest, no_wrap=True)
         for column in [label_a, label_b, "B − A", "95% CI", "relative", "better", *(["n"] if with_n else [])]:  # fmt: skip
+            # a value and its unit, an interval, or words may wrap at their spaces
+            # (sim/console.py); the metric, the relative difference and n stay whole
+            wraps = column not in ("relative", "n")
             table.add_column(
                 column,
                 justify="left" if column == "better" else "right",
-                no_wrap=column == "95% CI",
+                overflow="fold" if wraps else "ellipsis",
             )
         hidden_total += len(pair.metrics) - len(metrics)
         for m in metrics:

@@ -35,10 +35,9 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from sim import columns, incident_log
+from sim import columns, console, incident_log
 from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.scenario import ScenarioSet
 from sim.schema import EXECUTORS
@@ -670,18 +669,18 @@ class _progress_bar:
 
     def __init__(self, enabled: bool, total: int, name: str):
         self.enabled, self.total, self.name = enabled, total, name
-        self._progress: Progress | None = None
+        self._progress: Progress | console.PlainProgress | None = None
 
     def __enter__(self) -> Callable[[int], None]:
         if not self.enabled:
             return lambda n: None
-        self._progress = Progress(
+        self._progress = console.progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("replicas"),
             TimeColumn(),
-            console=Console(stderr=True),
+            unit="replicas",
         )
         self._progress.start()
         task = self._progress.add_task(self.name, total=self.total)

@@ -13,7 +13,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from sim import palette
+from sim import answer, palette
 
 # status -> (label, marker, colour, size); drawn in this order, the chosen point on top
 STYLES = {
@@ -25,7 +25,12 @@ STYLES = {
     "feasible": ("feasible", "o", palette.PLAN["feasible"], 42),
     "chosen": ("chosen", "*", palette.PLAN["chosen"], 320),
 }  # fmt: skip
-NEIGHBOURS = 0.02  # labels of points closer than this share of the plot's span are joined
+# a panel with at most this many points names each; beyond, the front and the deadline's
+LABEL_ALL = 16
+# the size of a point label's character (x-small) and line, in points: labels that would
+# overlap at this size are joined
+LABEL_CHAR_PT = 4.3
+LABEL_LINE_PT = 8.5
 # points closer to the deadline than this share of the panel's width get their chance of
 # meeting it written beside them: at that distance the eye cannot tell the side
 AT_DEADLINE = 0.04
@@ -116,7 +121,7 @@ def _draw(ax: Any, doc: dict[str, Any], drawn: list[dict]) -> None:
         group = [c for c in drawn if c["status"] == status]
         if not group:
             continue
-        label = label.format(objective=doc.get("objective", "objective"))
+        label = label.format(objective=answer.metric_words(doc.get("objective", "cost_usd")))
         label += f": {short_label(group[0], keys)}" if status == "chosen" else f": {len(group)}"
         ax.scatter(
             [c["time_to_train_days_at_quantile"] for c in group],
@@ -192,21 +197,24 @@ def _zoom_window(
 
 
 def _label(ax: Any, doc: dict[str, Any], drawn: list[dict], keys: list[str]) -> None:
-    """Name every point of the front (the chosen one says so) and every point so close to
-    the deadline that the eye cannot tell its side, with its chance of meeting the deadline
-    (P(meet)); labels of points close together on this panel are joined into one."""
+    """Name the points of this panel: every one when there are at most LABEL_ALL, else
+    those of the front (the chosen one says so) and those so close to the deadline that
+    the eye cannot tell their side, with their chance of meeting it (P(meet)). Labels that
+    would overlap are joined into one, its lines in the order of the points' heights."""
     front = {p["point"] for p in doc.get("pareto") or []}
     chosen = (doc.get("chosen") or {}).get("point")
     deadline = doc["deadline_days"]
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     near = AT_DEADLINE * (x1 - x0)
+    inside = [
+        c
+        for c in drawn
+        if x0 <= c["time_to_train_days_at_quantile"] <= x1 and y0 <= c["cost_usd_mean"] <= y1
+    ]
     named = []
-    for c in drawn:
-        x, y = c["time_to_train_days_at_quantile"], c["cost_usd_mean"]
-        if not (x0 <= x <= x1 and y0 <= y <= y1):
-            continue
-        at_deadline = abs(x - deadline) <= near
-        if c["point"] not in front and not at_deadline:
+    for c in inside:
+        at_deadline = abs(c["time_to_train_days_at_quantile"] - deadline) <= near
+        if len(inside) > LABEL_ALL and c["point"] not in front and not at_deadline:
             continue
         text = short_label(c, keys)
         if c["point"] == chosen:
@@ -216,34 +224,51 @@ def _label(ax: Any, doc: dict[str, Any], drawn: list[dict], keys: list[str]) -> 
             if c["status"] == "infeasible":
                 text += ", misses"
         named.append((c, text))
-    for group in _neighbours([c for c, _ in named], x1 - x0, y1 - y0):
-        texts = [t for c, t in named if any(c is g for g in group)]
-        infeasible = any(g["status"] == "infeasible" for g in group)
+    for group in _overlapping(ax, named):
+        group.sort(key=lambda item: -item[0]["cost_usd_mean"])  # top line: highest point
+        anchor = group[0][0]
+        infeasible = all(c["status"] == "infeasible" for c, _ in group)
         ax.annotate(
-            "\n".join(texts),
-            (group[0]["time_to_train_days_at_quantile"], group[0]["cost_usd_mean"]),
+            "\n".join(text for _, text in group),
+            (anchor["time_to_train_days_at_quantile"], anchor["cost_usd_mean"]),
             xytext=(8, 4),
             textcoords="offset points",
             fontsize="x-small",
             color=palette.PLAN["infeasible"] if infeasible else "#222222",
-            va="bottom",
+            va="bottom" if len(group) == 1 else "top",
             gid="point-label",
         )
 
 
-def _neighbours(points: list[dict], span_x: float, span_y: float) -> list[list[dict]]:
-    """The points grouped with the first earlier point within NEIGHBOURS of the spans."""
-    span_x, span_y = span_x or 1.0, span_y or 1.0
-    groups: list[list[dict]] = []
-    for p in points:
-        x, y = p["time_to_train_days_at_quantile"], p["cost_usd_mean"]
+def _overlapping(ax: Any, named: list[tuple[dict, str]]) -> list[list[tuple[dict, str]]]:
+    """The labels grouped so that no two groups' texts would overlap: a label joins the
+    first group whose texts it would cover (by their estimated size in points, placed to
+    the upper right of their points), else starts one."""
+    figure = ax.get_figure()
+    box = ax.get_position()
+    width_pt = max(box.width * figure.get_figwidth() * 72, 1.0)
+    height_pt = max(box.height * figure.get_figheight() * 72, 1.0)
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+
+    def where(c: dict) -> tuple[float, float]:
+        x = (c["time_to_train_days_at_quantile"] - x0) / ((x1 - x0) or 1.0) * width_pt
+        y = (c["cost_usd_mean"] - y0) / ((y1 - y0) or 1.0) * height_pt
+        return x, y
+
+    groups: list[list[tuple[dict, str]]] = []
+    for c, text in named:
+        x, y = where(c)
         for group in groups:
-            gx, gy = group[0]["time_to_train_days_at_quantile"], group[0]["cost_usd_mean"]
-            if abs(gx - x) / span_x < NEIGHBOURS and abs(gy - y) / span_y < NEIGHBOURS:
-                group.append(p)
+            gx, gy = where(group[0][0])
+            lines = len(group) + 1
+            # the text to the left reaches right over the other's point, or not
+            left_text = max(len(t) for _, t in group) if gx <= x else len(text)
+            wide = left_text * LABEL_CHAR_PT + 8
+            if abs(gx - x) < wide and abs(gy - y) < lines * LABEL_LINE_PT + 4:
+                group.append((c, text))
                 break
         else:
-            groups.append([p])
+            groups.append([(c, text)])
     return groups
 
 

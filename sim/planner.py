@@ -30,10 +30,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from sim import analysis, feasibility, plan_plots
+from sim import analysis, console, feasibility, plan_plots
 from sim.api import RunInterrupted, finalise, part_check
 from sim.arguments import finite
 from sim.dask_executor import SchedulerLost, check_scheduler_option
@@ -838,19 +837,19 @@ class _RoundBar:
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self._progress: Progress | None = None
+        self._progress: Progress | console.PlainProgress | None = None
         self._task: Any = None
         self._round = 0
         self._description = ""
 
     def __enter__(self) -> _RoundBar:
         if self.enabled:
-            self._progress = Progress(
+            self._progress = console.progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeColumn(),
-                console=Console(stderr=True),
+                unit="replicas",
             )
             self._progress.start()
         return self

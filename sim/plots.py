@@ -1,7 +1,8 @@
 """Figures from replica and summary tables (matplotlib, object API, no global state).
 
 Each function returns a `Figure` meant to answer its question at a glance: legends
-sit outside the data, units are in the labels, the best sweep point is marked.
+sit outside the data, units are in the labels, the best sweep point is marked where
+the metric is one a sweep is chosen on.
 `write_figures` saves the standard set of a run. Nothing here imports simpy.
 """
 
@@ -54,6 +55,14 @@ DOWNTIME_SPLIT = [
 # the metrics a one-key sweep draws as curves, and a two-key sweep as heatmaps
 SWEEP_METRICS = ["time_to_train_days", "goodput", "cost_usd", "lost_work_hours"]
 HEATMAP_METRICS = ["time_to_train_days", "goodput", "cost_usd"]
+
+# the metrics a sweep is chosen on, whose best point a curve stars; the others explain
+# (the shortest checkpoint interval trivially loses the least work: no "best" there)
+OBJECTIVE_METRICS = frozenset({"time_to_train_days", "goodput", "cost_usd", "effective_mfu"})
+
+# an ideal time further left of the first finish than this many spans of the finish
+# times is named at the axis' edge, not drawn: a line there squeezes the curve aside
+FAR_IDEAL_SPANS = 1.0
 
 # the replica-table columns `write_figures` reads (besides the swept keys and, without a
 # sweep, `scenario`): a caller can read just these from disk
@@ -279,14 +288,31 @@ def time_to_train_cdf(table: pd.DataFrame, swept_keys: list[str] | None = None) 
                 label=f"{name} (of finished)",
             )
     ideal_days = sorted({round(v / 24.0, 9) for v in ideal.values()})
-    if len(ideal_days) == 1:
-        ax.axvline(
-            ideal_days[0], color="grey", linestyle="--", label=f"ideal {ideal_days[0]:.2f} d"
-        )
-    elif ideal_days:  # the ideal time differs by point: one grey tick per point
-        for value in ideal_days:
+    done_days = table["time_to_train_days"].dropna().to_numpy(dtype=float)
+    near, far = _ideal_near_and_far(ideal_days, done_days)
+    if len(ideal_days) == 1 and near:
+        ax.axvline(near[0], color="grey", linestyle="--", label=f"ideal {near[0]:.2f} d")
+    elif near:  # the ideal time differs by point: one grey line per point
+        for value in near:
             ax.axvline(value, color="grey", linestyle="--", linewidth=0.8)
         ax.plot([], [], color="grey", linestyle="--", label="ideal (per point)")
+    if far:
+        days = ", ".join(f"{value:.2f}" for value in far)
+        ax.annotate(
+            f"◀ ideal {days} d (left of the axis)",
+            xy=(0.01, 0.97),
+            xycoords="axes fraction",
+            ha="left",
+            va="top",
+            fontsize="small",
+            color="dimgrey",
+            gid="ideal-far",
+        )
+    if done_days.size:  # an ideal drawn at the left edge would hide in the spine
+        left = min([float(done_days.min()), *near])
+        right = float(done_days.max())
+        pad = 0.04 * max(right - left, 1e-3 * max(right, 1.0))
+        ax.set_xlim(left - pad, right + pad)
     if finished_total:
         handles, texts = ax.get_legend_handles_labels()
         _legend_below(fig, handles, texts, ncols=2 if len(texts) > 4 else 4)
@@ -307,6 +333,17 @@ def time_to_train_cdf(table: pd.DataFrame, swept_keys: list[str] | None = None) 
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     return fig
+
+
+def _ideal_near_and_far(ideal_days: list[float], done_days: np.ndarray) -> tuple[list, list]:
+    """The ideal times to draw as lines (near the finish times) and those to name only
+    (further left of the first finish than FAR_IDEAL_SPANS spans of the finish times)."""
+    if not done_days.size:
+        return list(ideal_days), []
+    first, last = float(done_days.min()), float(done_days.max())
+    span = max(last - first, 1e-3 * max(last, 1.0))
+    far = [v for v in ideal_days if first - v > FAR_IDEAL_SPANS * span]
+    return [v for v in ideal_days if v not in far], far
 
 
 def lost_work_distribution(table: pd.DataFrame, swept_keys: list[str] | None = None) -> Figure:
@@ -394,13 +431,18 @@ def wall_time_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None
     from zero, with the overhead and the wall time it adds up to printed on each bar. The
     ideal compute (days, where bars of the whole would hide the hours that differ) is a
     number in the title when every point shares it; when it differs by point (a sweep of
-    the cluster's size), a left panel draws the whole wall time from zero, ideal included."""
+    the cluster's size), a left panel draws the whole wall time from zero, ideal included.
+    A bucket that is zero at every point is left out (of the legend too); the overhead is
+    in the unit its largest bar reads best in (hours, or days from a day, as the answer)."""
     swept_keys = swept_keys or []
     ticks, axis_label = _point_ticks(table, swept_keys)
     means = table.groupby("point", sort=True)[[c for c, _, _ in BREAKDOWN]].mean()
     ideal = means["ideal_hours"].to_numpy(dtype=float)
     wall = means.sum(axis=1).to_numpy(dtype=float)
     shared = bool(np.ptp(ideal) <= SAME_IDEAL * max(float(np.max(ideal, initial=0.0)), 1e-9))
+    parts = [BREAKDOWN[0]] + [
+        part for part in BREAKDOWN[1:] if float(means[part[0]].abs().max()) > 0
+    ]  # the ideal always; the rest where some point has any
     points = len(means)
     fig = Figure(figsize=_bars_figsize(points, 8 if shared else 11), layout="constrained")
     if shared:
@@ -412,18 +454,24 @@ def wall_time_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None
     wall_days = wall / 24.0
     decimals = decimals_for(wall_days)
     if not shared:
-        tops = _stacked_bars(whole, means, BREAKDOWN, 24.0)
+        tops = _stacked_bars(whole, means, parts, 24.0)
         _totals_on_bars(whole, tops, [f"{t:.{decimals}f} d" for t in tops])
         whole.set_ylabel("mean wall time per run (days)")
         whole.set_title("Wall time, from zero (the ideal differs by point)", fontsize="medium")
-    tops = _stacked_bars(overheads, means, BREAKDOWN[1:])
+    beyond_hours = (wall - ideal) if points else np.zeros(0)
+    days = bool(points) and float(np.max(np.abs(beyond_hours))) >= 24.0
+    unit, short, scale = ("days", "d", 24.0) if days else ("hours", "h", 1.0)
+    tops = _stacked_bars(overheads, means, parts[1:], scale)
     over = decimals_for(tops, 3)
     _totals_on_bars(
         overheads,
         tops,
-        [f"+{t:.{over}f} h\n= {d:.{decimals}f} d" for t, d in zip(tops, wall_days, strict=True)],
+        [
+            f"+{t:.{over}f} {short}\n= {d:.{decimals}f} d"
+            for t, d in zip(tops, wall_days, strict=True)
+        ],
     )
-    overheads.set_ylabel("mean per run beyond the ideal compute (hours)")
+    overheads.set_ylabel(f"mean per run beyond the ideal compute ({unit})")
     for ax in [*axes, overheads]:
         _set_point_ticks(ax, x, [ticks[p] for p in means.index], axis_label)
         ax.grid(alpha=0.3, axis="y")
@@ -431,12 +479,13 @@ def wall_time_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None
         overheads.set_title(
             f"Wall time beyond the ideal compute ({ideal[0] / 24.0:.{decimals}f} days"
             + (" at every point)" if points > 1 else ")")
-            + "\nabove each bar: hours beyond ideal = mean wall time",
+            + f"\nabove each bar: {unit} beyond ideal = mean wall time",
             fontsize="medium",
         )
     else:
         overheads.set_title(
-            "Beyond the ideal compute (hours)\nabove each bar: hours beyond ideal = mean wall time",
+            f"Beyond the ideal compute ({unit})\nabove each bar: {unit} beyond ideal = "
+            "mean wall time",
             fontsize="medium",
         )
     source = axes[0] if axes else overheads
@@ -534,7 +583,8 @@ def sweep_curve(
     ylabel: str | None = None,
 ) -> Figure:
     """A metric's mean against a swept value, with a 95% confidence band, the best value
-    (per `better_direction`) starred, and Young's and Daly's intervals marked. Infeasible
+    (per `better_direction`) starred for a metric a sweep is chosen on (OBJECTIVE_METRICS),
+    and Young's and Daly's intervals marked. Infeasible
     values (summary rows with an `infeasible` reason) are not drawn; a note names them."""
     fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.add_subplot()
@@ -561,7 +611,7 @@ def sweep_curve(
     )
     for label, value, style in theory_marks(marks, key):
         ax.axvline(value, color="black", linestyle=style, label=label, gid="theory")
-    if np.isfinite(mean).any():
+    if np.isfinite(mean).any() and metric in OBJECTIVE_METRICS:
         direction = better_direction(metric)
         best = int(np.nanargmax(mean) if direction == "max" else np.nanargmin(mean))
         unit = _key_unit(key)

@@ -542,7 +542,12 @@ def scenario_in_words(s: Scenario) -> list[tuple[str, str]]:
         (
             "cost",
             f"${s.cost.gpu_hour_usd:,.2f} per GPU-hour, billed on the job's and the spares' "
-            "GPUs for the whole wall time.",
+            "GPUs for the whole wall time"
+            + (
+                "; cold-pool and preemptible nodes only while they serve in the job."
+                if s.cluster.pool_nodes or s.cluster.preemptible_nodes
+                else "."
+            ),
         ),
         (
             "simulation",
@@ -657,24 +662,69 @@ def _repair_words(s: Scenario) -> str:
     return text + "."
 
 
+# the page's width for a table and a character's width in its cells (.88rem), in pixels:
+# the calculator's rows that differ by point take as many points a table as fit it (the
+# next points in a table below), its numbers do not wrap
+PAGE_PX = 1060
+CHAR_PX = 7.4
+CELL_PAD_PX = 22
+
+
 def _calculator_section(run: RunContents) -> str:
     points = run.scenario_set.feasible[:MAX_POINT_COLUMNS]  # the model refuses the others
     columns = [
-        (_params(p.params) or "value", calculation_rows(perf.calculate(p.scenario))) for p in points
-    ]
+        (_point_name(run, p.index) if p.params else "value",
+         calculation_rows(perf.calculate(p.scenario)))
+        for p in points
+    ]  # fmt: skip
     labels = [label for label, _ in columns[0][1]]
     rows = [[label, *(rows[i][1] for _, rows in columns)] for i, label in enumerate(labels)]
-    return (
+    intro = (
         "<p>The deterministic calculator (<code>trainsim calc</code>): no Monte Carlo, "
         "failures only through their aggregate rate.</p>"
         + _first_points(run, MAX_POINT_COLUMNS)
         + _infeasible_note(run)
-        + _table(
-            ["quantity", *(label for label, _ in columns)],
-            rows,
-            numeric=set(range(1, len(columns) + 1)),
-        )
     )
+    if len(columns) == 1:
+        return intro + _table(["quantity", columns[0][0]], rows, numeric={1})
+    # a row the same at every point once; the rows that differ by point, a few points a table
+    same = [[row[0], row[1]] for row in rows if len(set(row[1:])) == 1]
+    differ = [_common_note_to_label(row) for row in rows if len(set(row[1:])) > 1]
+    out = intro
+    if same:
+        out += _table(["quantity", "at every point"], same, numeric={1})
+    if not differ:
+        return out
+    label_px = min(max(len(row[0]) for row in differ), 28) * CHAR_PX + CELL_PAD_PX
+    widths = [  # a column's cells do not wrap; its header does, at its spaces
+        max(
+            max(len(row[1 + i]) for row in differ),
+            max(len(word) for word in columns[i][0].split()),
+        ) * CHAR_PX + CELL_PAD_PX
+        for i in range(len(columns))
+    ]  # fmt: skip
+    chunks: list[list[int]] = [[]]
+    for i, width in enumerate(widths):
+        if chunks[-1] and label_px + sum(widths[j] for j in chunks[-1]) + width > PAGE_PX:
+            chunks.append([])
+        chunks[-1].append(i)
+    for chunk in chunks:
+        out += _table(
+            ["quantity (differs by point)", *(columns[i][0] for i in chunk)],
+            [[row[0], *(row[1 + i] for i in chunk)] for row in differ],
+            numeric=set(range(1, len(chunk) + 1)),
+        )
+    return out
+
+
+def _common_note_to_label(row: list[str]) -> list[str]:
+    """A note in parentheses that every point's cell ends with, said once by the label:
+    'Daly expected wall time (first-order, no detection/repair)' over cells of days."""
+    notes = {cell.partition(" (")[2] for cell in row[1:]}
+    if len(notes) != 1 or not next(iter(notes)).endswith(")"):
+        return row
+    note = next(iter(notes))
+    return [f"{row[0]} ({note}", *(cell.partition(" (")[0] for cell in row[1:])]
 
 
 def _mfu_words(s: Scenario) -> str:
@@ -780,7 +830,9 @@ def _summary_section(run: RunContents) -> str:
             body.append(
                 [
                     label,
-                    *(_stat(metric, s[k]) for k in ("mean", "sem", "p5", "p50", "p95", "p99")),
+                    *answer.same_decimals(  # as the CLI's table: one style along the row
+                        [float(s[k]) for k in ("mean", "sem", "p5", "p50", "p95", "p99")], metric
+                    ),
                     f"{int(s['n']):,}",
                 ]
             )
@@ -799,10 +851,6 @@ def _summary_section(run: RunContents) -> str:
         )
     more = _first_points(run, MAX_POINT_SUMMARIES) + _infeasible_note(run)
     return intro + more + f'<div class="cards">{"".join(cards)}</div>'
-
-
-def _stat(metric: str, value: float) -> str:
-    return fmt_metric(metric, float(value))
 
 
 def _sweep_section(run: RunContents) -> str:
@@ -831,12 +879,17 @@ def _sweep_section(run: RunContents) -> str:
                 marks.setdefault(p, []).append(b.criterion)
     rows, classes = [], []
     cannot = {p.index: p for p in _infeasible_points(run)}
+    # one number of decimals a column (as the CLI's sweep table), apart where points differ
+    days = answer.decimals_for(list(ttt["mean"]), distinct=True)
+    p95_days = answer.decimals_for(list(ttt["p95"]), distinct=True)
+    lost_hours = answer.decimals_for(list(lost["mean"]), distinct=True)
+    goodput_decimals = answer.decimals_for(list(goodput["mean"]), "goodput", distinct=True)
     for point in sorted({*ttt.index, *cannot}):
         if point in cannot:  # never simulated: a row with its reason and no numbers
             rows.append(
                 [
                     *(_value(cannot[point].params.get(k)) for k in keys),
-                    f"infeasible: {cannot[point].infeasible}",
+                    "infeasible (below)",
                     *["—"] * 5,
                     "",
                 ]
@@ -848,10 +901,12 @@ def _sweep_section(run: RunContents) -> str:
         rows.append(
             [
                 *(_value(params.get(k)) for k in keys),
-                f"{mean:.3f} ± {sem:.3f}" if math.isfinite(mean) else "— (none finished)",
-                fmt_metric("time_to_train_days", ttt.loc[point, "p95"]),
-                fmt_metric("lost_work_hours", lost.loc[point, "mean"]),
-                answer.readable("goodput", goodput.loc[point, "mean"]),
+                f"{answer.with_decimals(mean, days)} ± {answer.with_decimals(sem, days)}"
+                if math.isfinite(mean)
+                else "— (none finished)",
+                answer.with_decimals(ttt.loc[point, "p95"], p95_days),
+                answer.with_decimals(lost.loc[point, "mean"], lost_hours),
+                answer.with_decimals(goodput.loc[point, "mean"], goodput_decimals, "goodput"),
                 fmt_metric("cost_usd", cost.loc[point, "mean"]),
                 f"{finished.loc[point, 'mean']:.0%}",
                 ", ".join(marks.get(int(point), [])),
@@ -877,6 +932,11 @@ def _sweep_section(run: RunContents) -> str:
             rows,
             numeric=set(range(len(keys) + 6)),
             row_classes=classes,
+        )
+        + "".join(  # the reasons below the table, whole, not wrapped in a numeric column
+            f"<p class='note'>Infeasible, not simulated: "
+            f"{_e(answer.params_text(p.params, keys))}: {_e(p.infeasible)}</p>"
+            for p in cannot.values()
         )
     )
 
@@ -1105,12 +1165,40 @@ def _split_table(
     metric_unit: str,
     missing_label: str,
 ) -> str:
-    """Mean per replica of each present part of `total`, per point, with its share."""
+    """Mean per replica of each present part of `total`, per point, with its share: one
+    point's parts as rows; several points as rows, a column per part that any of them has
+    (the share under the value), so that the table stays within the page."""
     assert run.table is not None
     present = [(c, label) for c, label in parts if c in run.table.columns]
     means = _means(run, [total, *(c for c, _ in present)])
-    headers = ["part", *(_point_label(run, int(p)) for p in means.index)]
     note = _first_points(run, MAX_POINT_COLUMNS)
+    rest = means[total] - means[[c for c, _ in present]].sum(axis=1)
+    has_rest = bool(present) and bool(
+        (rest.abs() > 1e-9 * means[total].abs().clip(lower=1.0)).any()
+    )
+    if len(means) > 1:
+        shown = [(c, label) for c, label in present if (means[c].abs() > 0).any()]
+        headers = [_points_header(run), *(label for _, label in shown)]
+        headers += [missing_label] if has_rest else []
+        headers.append(f"total ({total})")
+        rows = []
+        decimals = {c: _column_decimals(means[c]) for c, _ in shown}
+        rest_decimals, total_decimals = _column_decimals(rest), _column_decimals(means[total])
+        for p in means.index:
+            total_value = means.loc[p, total]
+            cells = [
+                _share(metric_unit, means.loc[p, c], total_value, "\n", decimals[c])
+                for c, _ in shown
+            ]
+            if has_rest:
+                cells.append(_share(metric_unit, rest.loc[p], total_value, "\n", rest_decimals))
+            total_text = _number_in(metric_unit, float(total_value), total_decimals)
+            rows.append([_point_name(run, int(p)), *cells, total_text])
+        left_out = [label for c, label in present if (means[c].abs() == 0).all()]
+        if left_out:
+            note += f"<p class='note'>Zero at every point: {_e(', '.join(left_out))}.</p>"
+        return note + _table(headers, rows, numeric=set(range(1, len(headers))))
+    headers = ["part", *(_point_label(run, int(p)) for p in means.index)]
     rows, classes = [], []
     for column, label in present:
         rows.append(
@@ -1123,8 +1211,7 @@ def _split_table(
             ]
         )
         classes.append("")
-    rest = means[total] - means[[c for c, _ in present]].sum(axis=1)
-    if present and (rest.abs() > 1e-9 * means[total].abs().clip(lower=1.0)).any():
+    if has_rest:
         rows.append(
             [
                 missing_label,
@@ -1137,6 +1224,17 @@ def _split_table(
     )
     classes.append("total")
     return note + _table(headers, rows, numeric=set(range(1, len(headers))), row_classes=classes)
+
+
+def _points_header(run: RunContents) -> str:
+    """The header of a column of point names: the swept keys by their short endings."""
+    return " / ".join(answer.short_keys(run.scenario_set.varied_keys).values()) or "point"
+
+
+def _point_name(run: RunContents, point: int) -> str:
+    """A point by its swept values (short keys), as a row of a table by point names it."""
+    keys = run.scenario_set.varied_keys
+    return answer.params_text(run.scenario_set.points[point].params, keys) or str(point)
 
 
 def _cost_section(run: RunContents) -> str:
@@ -1181,6 +1279,39 @@ def _failures_section(run: RunContents) -> str:
     if not columns:
         return "<p class='note'>No failure classes in this scenario.</p>"
     means = _means(run, ["failures", *columns])
+    lemon = None
+    if "failures_lemon" in run.table.columns:
+        lemon = _means(run, ["failures_lemon"])["failures_lemon"]
+        lemon = lemon if (lemon > 0).any() else None
+    intro = (
+        "<p>Mean failures per replica by class, counted while the job runs, and each "
+        "class's share.</p>" + _first_points(run, MAX_POINT_COLUMNS)
+    )
+    if len(means) > 1:  # points as rows, a column per class: within the page
+        headers = [_points_header(run), *(c.removeprefix("failures_") for c in columns)]
+        headers.append("all classes (failures)")
+        headers += ["of which on nodes with a lasting fault"] if lemon is not None else []
+        rows = []
+        decimals = {c: _column_decimals(means[c]) for c in ["failures", *columns]}
+        lemon_decimals = _column_decimals(lemon) if lemon is not None else None
+        for p in means.index:
+            total = means.loc[p, "failures"]
+            rows.append(
+                [
+                    _point_name(run, int(p)),
+                    *(
+                        _share("failures", means.loc[p, c], total, "\n", decimals[c])
+                        for c in columns
+                    ),
+                    _number_in("failures", float(total), decimals["failures"]),
+                    *(
+                        [_number_in("failures", float(lemon.loc[p]), lemon_decimals)]
+                        if lemon is not None
+                        else []
+                    ),
+                ]
+            )
+        return intro + _table(headers, rows, numeric=set(range(1, len(headers))))
     headers = ["class", *(_point_label(run, int(p)) for p in means.index)]
     rows, classes = [], []
     for column in columns:
@@ -1201,22 +1332,15 @@ def _failures_section(run: RunContents) -> str:
         ]
     )
     classes.append("total")
-    if "failures_lemon" in run.table.columns:
-        lemon = _means(run, ["failures_lemon"])["failures_lemon"]
-        if (lemon > 0).any():
-            rows.append(
-                [
-                    "of which on nodes with a lasting fault",
-                    *(fmt_metric("failures", lemon.loc[p]) for p in means.index),
-                ]
-            )
-            classes.append("")
-    return (
-        "<p>Mean failures per replica by class, counted while the job runs, and each "
-        "class's share.</p>"
-        + _first_points(run, MAX_POINT_COLUMNS)
-        + _table(headers, rows, numeric=set(range(1, len(headers))), row_classes=classes)
-    )
+    if lemon is not None:
+        rows.append(
+            [
+                "of which on nodes with a lasting fault",
+                *(fmt_metric("failures", lemon.loc[p]) for p in means.index),
+            ]
+        )
+        classes.append("")
+    return intro + _table(headers, rows, numeric=set(range(1, len(headers))), row_classes=classes)
 
 
 def _provenance_section(run: RunContents) -> str:
@@ -1255,7 +1379,7 @@ def _table(
 
     def cell(tag: str, i: int, text: Any) -> str:
         klass = ' class="num"' if i in numeric else ""
-        inner = _e(text)
+        inner = _e(text).replace("\n", "<br>")  # a cell's second line (a share)
         if i in code and tag == "td":
             inner = f"<code>{inner}</code>"
         return f"<{tag}{klass}>{inner}</{tag}>"
@@ -1272,11 +1396,29 @@ def _table(
     )
 
 
-def _share(metric: str, value: float, total: float) -> str:
-    text = fmt_metric(metric, float(value))
+def _share(
+    metric: str, value: float, total: float, between: str = " ", decimals: int | None = None
+) -> str:
+    """A part's value and its share of the total ('$1,234 (5.0%)'; `between` the two;
+    `decimals`: those of its column, for numbers that are not dollars)."""
+    text = _number_in(metric, float(value), decimals)
     if total and math.isfinite(total) and math.isfinite(value):
-        text += f" ({value / total:.1%})"
+        text += f"{between}({value / total:.1%})"
     return text
+
+
+def _number_in(metric: str, value: float, decimals: int | None) -> str:
+    """A value as its column writes it: with the column's decimals (answer.same_decimals),
+    or as fmt_metric does (dollars, or one value alone)."""
+    if decimals is None or analysis.unit_of(metric) == "USD":
+        return fmt_metric(metric, value)
+    return answer.with_decimals(value, decimals)
+
+
+def _column_decimals(values: Any) -> int:
+    """The decimals a column of a table by point writes its numbers with (3 significant
+    digits at its largest value)."""
+    return answer.decimals_for([float(v) for v in values], significant=3)
 
 
 def _point_label(run: RunContents, point: int) -> str:

@@ -427,6 +427,20 @@ def guarded_session(tmp_path_factory):
             os.environ[name] = value
 
 
+@pytest.fixture(scope="session", autouse=True)
+def pipe_width():
+    """Commands print at a pipe's width (sim/console.py: COLUMNS, else 120), whatever the
+    terminal that runs pytest exports: without this, its subprocesses were seen to inherit
+    COLUMNS=80 from the process's C environment, which os.environ does not show."""
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "120"
+    yield
+    if saved is None:
+        os.environ.pop("COLUMNS", None)
+    else:
+        os.environ["COLUMNS"] = saved
+
+
 def repository_problems(test: str, written: list[str]) -> str | None:
     """The failure message for what a test wrote into the checkout (None: nothing)."""
     paths = sorted(set(written))

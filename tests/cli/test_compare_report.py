@@ -10,6 +10,7 @@ import html.parser
 import io
 import json
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -512,3 +513,89 @@ def test_chromium_renders_the_report_with_its_images(runs, tmp_path):
     # the figures (in colour) are on the page, not only text
     colour = np.asarray(Image.open(shot).convert("RGB"), dtype=float)
     assert (colour.max(axis=2) - colour.min(axis=2) > 60).mean() > 0.005
+
+
+def test_compare_of_two_scenarios_lists_resolved_values_alike(tmp_path):
+    """A scenario that writes a default or a preset's figure out and one that leaves it to
+    the loader run the same job: compare names neither as a difference, and what does
+    differ reads in one format on both sides."""
+    import yaml
+
+    base = yaml.safe_load(Path(SMALL).read_text())
+    explicit = json.loads(json.dumps(base))
+    explicit["name"] = "explicit"
+    for failure in explicit["failures"]:
+        if failure.get("scope") in ("gpu", "node"):
+            failure["replace"] = True  # the default
+    tier = explicit["storage"]["checkpoint_tier"]
+    preset = load_scenario(SMALL).base.storage.checkpoint_tier
+    tier["read_GB_s"] = preset.read_GB_s  # the preset's own figure, written out
+    explicit["model"]["tokens"] = float(base["model"]["tokens"]) / 2  # one real difference
+    paths = []
+    for doc in (base, explicit):
+        path = tmp_path / f"{doc['name']}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        paths.append(path)
+    run_dirs = []
+    for i, path in enumerate(paths):
+        r = trainsim("run", str(path), "--replicas", "4", "--workers", "1", "--no-progress",
+                     "--no-figures", "--out", str(tmp_path / f"o{i}"))  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        (run_dir,) = [p for p in (tmp_path / f"o{i}").glob("*/*") if p.is_dir()]
+        run_dirs.append(run_dir)
+    r = trainsim("compare", *map(str, run_dirs), "--no-figure", "--json")
+    assert r.returncode == 0, r.stderr
+    r = trainsim("compare", *map(str, run_dirs), "--no-figure")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "replace" not in text and "read_GB_s" not in text and "None" not in text
+    tokens = int(float(base["model"]["tokens"]))
+    expected = f"tokens={tokens} vs {tokens // 2}"
+    assert expected in text
+
+
+# Lists, once the page has laid out, the tables wider than their box (a test-only copy).
+OVERFLOW = (
+    "<script>window.addEventListener('load', () => {"
+    "const wide = Array.from(document.querySelectorAll('.scroll'))"
+    ".filter(d => d.scrollWidth > d.clientWidth + 1);"
+    "document.body.dataset.wide = wide.map(d => (d.closest('section') || {}).id).join(' ');"
+    "document.body.dataset.tables = document.querySelectorAll('.scroll').length;"
+    "});</script>"
+)
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed: the report is not rendered"
+)
+def test_a_sweep_report_needs_no_sideways_scrolling_at_1400_pixels(tmp_path):
+    """Four points of a size sweep (one infeasible): its cost, downtime, failures and
+    calculator tables fit a 1,400-pixel window; a calculator row the same at every point
+    is shown once."""
+    r = trainsim("run", str(ROOT / "scenarios/llama70b-1k.yaml"), "--replicas", "4",
+                 "--workers", "1", "--no-progress", "--no-figures",
+                 "--param", "cluster.nodes=64,96,128,256", "--out", str(tmp_path / "o"))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (run_dir,) = [p for p in (tmp_path / "o").glob("*/*") if p.is_dir()]
+    report = tmp_path / "report.html"
+    assert trainsim("report", str(run_dir), "--out", str(report)).returncode == 0
+    text = report.read_text()
+    calculator = text[text.index('id="calculator"') :]
+    calculator = calculator[: calculator.index("</section>")]
+    assert calculator.count("FLOPs per token") == 1  # the same at every point: once
+    assert "at every point" in calculator
+    # the summary's rows read in one style: the same decimals along a row, as the CLI's
+    summary = text[text.index('id="summary"') :]
+    summary = summary[: summary.index("</section>")]
+    for row in re.findall(r"<tr>(.*?)</tr>", summary):
+        cells = re.findall(r'<td class="num">(.*?)</td>', row)[:6]  # mean … p99, not n
+        if cells:
+            assert len({len(c.rstrip("%").partition(".")[2]) for c in cells}) == 1, cells
+    measured = tmp_path / "measured.html"
+    measured.write_text(text.replace("</body>", OVERFLOW + "</body>"))
+    r = chromium(tmp_path, "--window-size=1400,2000", "--virtual-time-budget=5000",
+                 "--dump-dom", measured.as_uri())  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    dom = parse(r.stdout)
+    assert int(dom.body.get("data-tables") or 0) >= 6
+    assert dom.body.get("data-wide") == "", dom.body.get("data-wide")

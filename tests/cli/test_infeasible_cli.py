@@ -51,8 +51,10 @@ def test_run_prints_a_row_marked_infeasible_and_completes(capsys, path, tmp_path
     lines = [line for line in sweep.splitlines() if "│" in line]
     rows = [line for line in lines if line.split("│")[1].strip()]  # not a wrapped line
     assert [row.split("│")[1].strip() for row in rows] == ["2", "3", "4"]  # in point order
-    assert "infeasible:" in rows[1] and "—" in rows[1]
+    assert "infeasible" in rows[1] and "—" in rows[1]
     assert "infeasible" not in rows[0] + rows[2]
+    # the reason below the table, whole, not wrapped inside a numeric column
+    assert f"infeasible, not simulated: nodes=3: {REASON}" in flat(sweep)
     run_dir = only_run(tmp_path / "o")
     assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
     assert "results:" in out
@@ -145,7 +147,8 @@ def test_report_compare_calc_and_validate_of_a_run_with_an_infeasible_point(caps
     code, out, err = trainsim(capsys, "report", str(run_a))
     assert code == 0, err
     html = (run_a / "report.html").read_text()
-    assert f"infeasible: {escape(REASON)}" in html  # the sweep table's row
+    assert "infeasible (below)" in html  # the sweep table's row, its reason below it
+    assert f"Infeasible, not simulated: nodes=3: {escape(REASON)}" in html
     assert '<tr class="infeasible">' in html
 
     code, _, err = trainsim(capsys, "run", str(path), "--replicas", "4", "--seed", "2",
@@ -204,8 +207,10 @@ def test_end_to_end_a_reference_sweep_with_1000_nodes_runs_the_others(capsys, tm
     sweep = out[out.index("sweep: time to train by point") :]
     rows = [line for line in sweep.splitlines() if "│" in line and line.split("│")[1].strip()]
     assert [r.split("│")[1].strip() for r in rows] == ["96", "128", "1000"]
-    for row, why in zip(rows, verdict.values(), strict=True):
-        assert ("infeasible:" in row) == (why is not None)
+    for (nodes, why), row in zip(verdict.items(), rows, strict=True):
+        assert ("infeasible" in row) == (why is not None)
+        if why is not None:  # below the table
+            assert f"infeasible, not simulated: nodes={nodes}: {flat(why)}" in flat(sweep)
     run_dir = only_run(tmp_path)
     doc = json.loads((run_dir / "summary.json").read_text())
     assert [p["params"]["cluster.nodes"] for p in doc["points"]] == [96, 128, 1000]

@@ -136,9 +136,16 @@ def test_every_resume_hint_runs_as_printed(tmp_path, monkeypatch):
     assert hint(lost.message) == expected
 
 
-def test_the_plan_round_bar_ends_on_the_time_it_took():
+def test_the_plan_round_bar_ends_on_the_time_it_took(monkeypatch):
+    from rich.console import Console
+
+    from sim import console
     from sim.planner import _RoundBar
 
+    # in a terminal (off one, plain lines: tests/cli/test_output_alike.py)
+    monkeypatch.setattr(
+        console, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
+    )
     bar = _RoundBar(True).__enter__()
     try:
         bar.start_round(2, 0, 3)

@@ -4,6 +4,8 @@ named, the points at the deadline said to miss or meet it, the overrides in the 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
@@ -119,3 +121,32 @@ def test_the_infeasible_marker_is_not_the_deadline_line(drawn):
     zoom = fig.axes[-1]
     (line,) = [line for line in zoom.get_lines() if line.get_label().startswith("deadline")]
     assert to_hex(line.get_color()) != palette.PLAN["infeasible"]
+
+
+def test_every_point_of_a_small_panel_is_named_and_no_labels_overlap():
+    """The shape of the README's plan: 256/16, 64/8 and 64/16 were left unnamed, and
+    the labels near the chosen point ran into each other."""
+    doc = plan_doc()
+    extra = [
+        candidate(9, 64, 8, 31.3, 1.074e6, "infeasible", 0.0),
+        candidate(10, 64, 16, 31.3, 1.193e6, "infeasible", 0.0),
+    ]
+    doc["candidates"] = doc["candidates"] + extra
+    fig = plan_plots.pareto_figure(doc)
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    zoom = fig.axes[-1]
+    (x0, x1), (y0, y1) = zoom.get_xlim(), zoom.get_ylim()
+    inside = [
+        c
+        for c in doc["candidates"]
+        if x0 <= c["time_to_train_days_at_quantile"] <= x1 and y0 <= c["cost_usd_mean"] <= y1
+    ]
+    named = "\n".join(t.get_text() for t in labels(zoom))
+    for c in inside:
+        assert plan_plots.short_label(c, [NODES, SPARES]) in named, c
+    boxes = [t.get_window_extent(renderer) for t in labels(zoom)]
+    for a, b in itertools.combinations(boxes, 2):
+        overlap = Bbox.intersection(a, b)
+        assert overlap is None or overlap.width * overlap.height == 0, named
+    assert "cost_usd" not in " ".join(t.get_text() for t in fig.legends[0].get_texts())

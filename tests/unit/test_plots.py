@@ -537,3 +537,64 @@ def test_a_runs_figures_say_what_was_overridden(tmp_path, monkeypatch):
     assert label in legend_texts(drawn["time_to_train_cdf.png"])
     ticks = drawn["wall_time_breakdown.png"].axes[0].get_xticklabels()
     assert [t.get_text() for t in ticks] == [label]
+
+
+# ---------------------------------------------------------------------------- issue 27 §4
+
+
+def test_a_metric_no_sweep_is_chosen_on_has_no_best_star():
+    """The shortest checkpoint interval always loses the least work: no 'best' there."""
+    summary = summary_of({100: 0.5, 1000: 2.0, 4000: 6.0}, "lost_work_hours")
+    fig = plots.sweep_curve(summary, INTERVAL, "lost_work_hours")
+    assert not [line for line in fig.axes[0].get_lines() if line.get_gid() == "best"]
+    assert not any(t.startswith("best") for t in legend_texts(fig))
+
+
+def far_ideal_table(ideal_hours: float) -> pd.DataFrame:
+    """One point whose replicas finish between 150 and 152 days (a 405B-like run)."""
+    table = replica_table([{}], replicas=40)
+    days = np.linspace(150.0, 152.0, len(table))
+    table["time_to_train_days"] = days
+    table["wall_hours"] = days * 24.0
+    table["ideal_hours"] = ideal_hours
+    return table
+
+
+def test_cdf_names_a_far_ideal_at_the_edge_instead_of_squeezing_the_curve():
+    fig = plots.time_to_train_cdf(far_ideal_table(146.6 * 24.0))
+    rendered(fig)
+    ax = fig.axes[0]
+    left, right = ax.get_xlim()
+    assert 149.0 < left < 150.0 and 152.0 < right < 153.0  # the curve fills the axis
+    assert not [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    (note,) = [t for t in ax.texts if t.get_gid() == "ideal-far"]
+    assert "ideal 146.60 d" in note.get_text()
+
+
+def test_cdf_draws_a_near_ideal_off_the_left_spine():
+    fig = plots.time_to_train_cdf(far_ideal_table(149.0 * 24.0))
+    ax = fig.axes[0]
+    (ideal,) = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert ideal.get_xdata()[0] == pytest.approx(149.0)
+    left, right = ax.get_xlim()
+    assert left < 149.0 - 0.02 * (right - left)  # visibly inside the axes, not on its edge
+    assert not [t for t in ax.texts if t.get_gid() == "ideal-far"]
+
+
+def test_wall_time_leaves_out_parts_that_are_zero_everywhere_and_reads_days_from_a_day():
+    table = replica_table(one_key((250, 1000)))
+    assert (table["slowdown_hours"] == 0).all()
+    fig = plots.wall_time_breakdown(table, [INTERVAL])
+    (ax,) = fig.axes
+    assert "slowdown_hours" not in {bars.patches[0].get_gid() for bars in ax.containers}
+    assert "slowdown" not in legend_texts(fig)
+    assert ax.get_ylabel().endswith("(hours)")  # ~10 h beyond the ideal
+    long = table.assign(downtime_hours=table["downtime_hours"] + 900.0)
+    long["wall_hours"] += 900.0
+    fig = plots.wall_time_breakdown(long, [INTERVAL])
+    (ax,) = fig.axes
+    assert ax.get_ylabel().endswith("(days)")
+    beyond = (long.groupby("point")["wall_hours"].mean() - 384.0).to_numpy() / 24.0
+    assert stacked_sums(ax) == pytest.approx(beyond, rel=1e-9)
+    totals = [t.get_text() for t in ax.texts if t.get_gid() == "total"]
+    assert all(t.startswith("+") and t.split("\n")[0].endswith(" d") for t in totals)
