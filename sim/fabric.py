@@ -559,6 +559,7 @@ def traffic(
         scenario.cluster.gpus_per_node,
         para.tensor if data_parallel else 1,
         para.pipeline if data_parallel else 1,
+        para.context if data_parallel else 1,
     )
     members = layout.dp_groups() if data_parallel else layout.everyone()
     group = (

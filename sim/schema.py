@@ -92,6 +92,9 @@ class ModelConfig(_Section):
     # attention heads: only the memory check without recomputation needs them (the attention
     # scores' 5·a·s/h term); default hidden / 128 (a head dimension of 128, as Llama's)
     heads: Count | None = None
+    # key/value heads (grouped-query attention): the context-parallel ring's traffic moves
+    # keys and values; default: heads (multi-head attention)
+    kv_heads: Count | None = None
     flops_per_token: Annotated[float, Field(gt=0, le=1e18)] | None = None
 
 
@@ -161,6 +164,9 @@ class ParallelismConfig(_Section):
     zero_stage: Literal[0, 1, 2, 3] = 1
     # activation recomputation: none, selective (the attention core), full (whole layers)
     recompute: Literal["none", "selective", "full"] = "selective"
+    # context parallelism: GPUs that split each sequence (ring attention, Megatron's CP):
+    # a data-parallel replica is tensor x context x pipeline GPUs
+    context: Count = 1
 
 
 # The keys that describe the configuration a step runs on (`performance.mfu_at` names them).
@@ -189,7 +195,13 @@ class PerformanceConfig(_Section):
 
     mfu: Efficiency | None = None
     compute_efficiency: Efficiency | None = None
+    # the best share of the compute running beside a data-parallel, ZeRO-3 or interleaved
+    # pipeline transfer that the framework hides it behind (sim.perf: only the compute that
+    # runs while the transfer is in flight can hide it)
     overlap: Annotated[float, Field(ge=0, le=1)] = 0.8
+    # gradient buckets the data-parallel reduction is issued in (Megatron's default bucket
+    # holds 40M parameters: 80 MB of bf16 gradients); the last bucket is never hidden
+    bucket_MB: Annotated[float, Field(gt=0, le=1e6)] = 80.0
     # model: `mfu` is calibrated at its configuration and the step follows the built-up
     # model elsewhere; fixed: the same MFU at every configuration
     mfu_scaling: Literal["model", "fixed"] = "model"
@@ -547,6 +559,10 @@ class MemoryConfig(_Section):
     weight_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 2.0
     grad_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 4.0
     optimizer_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 12.0
+    # attention activations: flash (FlashAttention-style kernels: the scores are never
+    # stored, the default of modern stacks) or stored-scores (the a·s² scores, softmax and
+    # dropout mask kept for the backward pass: Korthikanti et al. 2022's 5·a·s/h term)
+    attention: Literal["flash", "stored-scores"] = "flash"
 
 
 class CostConfig(_Section):
