@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 from scipy import optimize
 
 from sim import fabric, network
@@ -118,6 +119,23 @@ class Calibration:
     mfu_at: dict[str, Any]  # where the reference differs from the scenario ({}: nowhere)
     reference_step_s: float
     at_reference: bool  # the scenario's step-relevant configuration is the reference's
+    # with more measured points (performance.measured): the overlap fitted with the
+    # efficiency, and each point's measured and fitted MFU (the first is `mfu`'s)
+    overlap: float | None = None
+    points: tuple[FittedPoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class FittedPoint:
+    """One measured MFU beside what the fitted step model gives there."""
+
+    where: str  # the configuration, in words (describe_mfu_at)
+    measured_mfu: float
+    fitted_mfu: float
+
+    @property
+    def residual(self) -> float:
+        return self.fitted_mfu - self.measured_mfu
 
 
 # Healthy gradient all-reduce times from the flow model, by fabric configuration, and
@@ -374,7 +392,9 @@ def describe_mfu_at(mfu_at: dict[str, Any]) -> str:
 def calibration(scenario: Scenario) -> Calibration | None:
     """The compute efficiency that gives `performance.mfu` at its reference configuration
     (None unless the MFU follows the model: see `model_scaling`). Raises CalibrationError
-    when none ≤ 1 does: the communication alone takes more than the stated step."""
+    when none ≤ 1 does: the communication alone takes more than the stated step. With more
+    measured points (`performance.measured`), the efficiency and the overlap fitted to all
+    of them (`fitted_calibration`)."""
     if model_scaling(scenario) != "model":
         return None
     perf_cfg = scenario.performance
@@ -382,8 +402,12 @@ def calibration(scenario: Scenario) -> Calibration | None:
         _configuration_key(scenario),
         perf_cfg.mfu,
         perf_cfg.overlap,
+        perf_cfg.bucket_MB,
         json.dumps(perf_cfg.mfu_at, sort_keys=True, default=str),
+        json.dumps([p.model_dump() for p in perf_cfg.measured], sort_keys=True, default=str),
     )
+    if key not in _CALIBRATIONS and perf_cfg.measured:
+        _CALIBRATIONS[key] = fitted_calibration(scenario)
     if key not in _CALIBRATIONS:
         reference = reference_scenario(scenario)
         parts = step_parts(reference)
@@ -402,6 +426,72 @@ def calibration(scenario: Scenario) -> Calibration | None:
             at_reference=_configuration_key(reference) == _configuration_key(scenario),
         )
     return _CALIBRATIONS[key]
+
+
+def _measured_parts(scenario: Scenario, at: dict[str, Any], where: str) -> StepParts:
+    """The step's parts where a point was measured: the scenario's `mfu_at` and then the
+    point's own keys applied (`where` names the point in errors)."""
+    perf_cfg = scenario.performance
+    moved = scenario.model_copy(
+        update={"performance": perf_cfg.model_copy(update={"mfu_at": {**perf_cfg.mfu_at, **at}})}
+    )
+    try:
+        reference = reference_scenario(moved)
+    except ValueError as exc:  # pydantic's ValidationError: no valid configuration
+        raise CalibrationError(f"{where}: the configuration is not valid: {exc}") from None
+    problem = step_problem(reference)
+    if problem is not None:
+        raise CalibrationError(f"{where}: the configuration cannot run: {problem[0]}: {problem[1]}")
+    return step_parts(reference)
+
+
+def fitted_calibration(scenario: Scenario) -> Calibration:
+    """The compute efficiency and overlap that fit `performance.mfu` (at mfu_at) and every
+    point of `performance.measured` best, by least squares on the MFU (scipy), bounded to
+    (0, 1] and [0, 1]: two points fix both, more leave residuals. The fitted model then
+    gives the step everywhere, the measured configurations included."""
+    perf_cfg = scenario.performance
+    assert perf_cfg.mfu is not None
+    measured = [(perf_cfg.mfu, {}, "performance.mfu")] + [
+        (point.mfu, point.at, f"performance.measured.{i}")
+        for i, point in enumerate(perf_cfg.measured)
+    ]
+    cases = [
+        (_measured_parts(scenario, at, where), mfu_, {**perf_cfg.mfu_at, **at})
+        for mfu_, at, where in measured
+    ]
+
+    def mfus(x: np.ndarray) -> np.ndarray:
+        efficiency, overlap = x
+        return np.array(
+            [compose_step(replace(parts, overlap=overlap), efficiency).mfu for parts, _, _ in cases]
+        )
+
+    wanted = np.array([mfu_ for _, mfu_, _ in cases])
+    fit = optimize.least_squares(
+        lambda x: mfus(x) - wanted,
+        x0=[0.6, perf_cfg.overlap],
+        bounds=([1e-3, 0.0], [1.0, 1.0]),
+        x_scale=[0.1, 0.1],
+        xtol=1e-14,
+        ftol=1e-14,
+        gtol=1e-14,
+    )
+    efficiency, overlap = (float(v) for v in fit.x)
+    fitted = mfus(fit.x)
+    first = cases[0][0]
+    return Calibration(
+        compute_efficiency=efficiency,
+        mfu=perf_cfg.mfu,
+        mfu_at=dict(perf_cfg.mfu_at),
+        reference_step_s=first.model_flops / (first.peak_flops * perf_cfg.mfu),
+        at_reference=False,  # the fitted model gives the step everywhere
+        overlap=overlap,
+        points=tuple(
+            FittedPoint(describe_mfu_at(at), mfu_, float(model))
+            for (_, mfu_, at), model in zip(cases, fitted, strict=True)
+        ),
+    )
 
 
 def _unreachable(
@@ -432,11 +522,20 @@ def _stated_mfu_step_s(scenario: Scenario) -> float:
     )
 
 
+def model_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
+    """`step_parts` with the overlap the calibration fitted, where it fitted one."""
+    parts = step_parts(scenario, replicas)
+    cal = calibration(scenario)
+    if cal is None or cal.overlap is None:
+        return parts
+    return replace(parts, overlap=cal.overlap)
+
+
 def step_breakdown(scenario: Scenario) -> StepBreakdown:
     """The step's parts. At the configuration `mfu` describes (or with a fixed MFU) they
     add up to the stated MFU's step exactly; elsewhere the calibrated model gives them."""
     perf_cfg = scenario.performance
-    parts = step_parts(scenario)
+    parts = model_parts(scenario)
     if perf_cfg.mfu is None:
         assert perf_cfg.compute_efficiency is not None
         return compose_step(parts, perf_cfg.compute_efficiency)
@@ -456,7 +555,7 @@ def extra_step_s(scenario: Scenario, data_parallel_s: float) -> float:
     hidden; infinite when the traffic never ends (a partitioned fabric)."""
     if math.isinf(data_parallel_s):
         return math.inf
-    parts = step_parts(scenario)
+    parts = model_parts(scenario)
     compute = step_breakdown(scenario).compute_s
     slower = replace(parts, data_parallel_s=data_parallel_s)
     extra = (
@@ -472,7 +571,7 @@ def step_time_s(scenario: Scenario) -> float:
         cal = calibration(scenario)
         if cal is None or cal.at_reference:
             return _stated_mfu_step_s(scenario)
-        return compose_step(step_parts(scenario), cal.compute_efficiency).step_s
+        return compose_step(model_parts(scenario), cal.compute_efficiency).step_s
     return step_breakdown(scenario).step_s
 
 
@@ -492,7 +591,7 @@ def step_times_by_replicas(scenario: Scenario, lowest: int) -> tuple[float, ...]
     return tuple(
         step_time_s(scenario)
         if replicas == full
-        else compose_step(step_parts(scenario, replicas), efficiency).step_s
+        else compose_step(model_parts(scenario, replicas), efficiency).step_s
         for replicas in range(max(1, lowest), full + 1)
     )
 

@@ -188,6 +188,23 @@ NOT_STEP_KEYS = ("model.tokens",) + tuple(
 )
 
 
+class MeasuredPoint(_Section):
+    """One more measured MFU (`performance.measured`): the value and where it differs from
+    the configuration `mfu` was measured at (dotted configuration keys, as mfu_at)."""
+
+    mfu: Efficiency
+    at: dict[str, Any] = {}
+
+    @field_validator("at")
+    @classmethod
+    def _configuration_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            problem = _configuration_key_problem(key)
+            if problem:
+                raise KeyPathError(str(key), problem)
+        return value
+
+
 class PerformanceConfig(_Section):
     """Exactly one of `mfu` (the MFU at this configuration; other sizes follow the built-up
     model) or `compute_efficiency` (matmul efficiency; MFU then follows from the bubble and
@@ -208,6 +225,10 @@ class PerformanceConfig(_Section):
     # configuration keys (dotted) and the values at which `mfu` was measured, where they
     # differ from this document (null: the key not given, its default); empty: this document
     mfu_at: dict[str, Any] = {}
+    # more measured points (a scaling test): with them the model's free figures (the
+    # compute efficiency and the overlap) are fitted to `mfu` and all of these by least
+    # squares, and the fitted model gives the step everywhere (sim.perf.calibration)
+    measured: list[MeasuredPoint] = []
 
     @field_validator("mfu_at")
     @classmethod
@@ -222,6 +243,12 @@ class PerformanceConfig(_Section):
     def _one_mode(self) -> PerformanceConfig:
         if (self.mfu is None) == (self.compute_efficiency is None):
             raise ValueError("give exactly one of mfu or compute_efficiency")
+        if self.measured and (self.mfu is None or self.mfu_scaling == "fixed"):
+            raise KeyPathError(
+                "measured",
+                "more measured points calibrate the step model with mfu: give mfu (at its "
+                "configuration, mfu_at) with mfu_scaling: model",
+            )
         return self
 
 
