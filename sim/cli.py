@@ -904,6 +904,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
                 "simulated_s": report.simulated.seconds,
                 "simulated_busbw_GB_s": report.simulated.busbw_GB_s,
                 "healthy_simulated_s": report.healthy_simulated.seconds,
+                "routing": point.scenario.network.routing,
             },
             "step": {
                 **dataclasses.asdict(report.breakdown),
@@ -928,6 +929,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
         ("switches (leaf / spine / core)", f"{t.leaves} / {t.spines} / {t.cores} = {t.switches}"),
         ("cables", f"{t.cables:,}"),
         ("bisection bandwidth", f"{t.bisection_GB_s / 1e3:,.1f} TB/s"),
+        ("routing (network.routing)", report.routing),
         (
             "gradient all-reduce per rank",
             f"{a.size_bytes / 1e9:.2f} GB over {a.ranks} ranks ({a.algorithm})",

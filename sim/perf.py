@@ -1215,6 +1215,7 @@ class FabricReport:
     breakdown: StepBreakdown  # healthy fabric
     step_s: float  # with the what-ifs: the extra exposed all-reduce time added
     mfu: float
+    routing: str = ""  # the flow model's routing between leaves, in words
 
 
 def fabric_report(
@@ -1236,5 +1237,12 @@ def fabric_report(
     )
     mfu = model_flops_per_gpu_step(scenario) / (scenario.cluster.gpu_spec.peak_tflops * 1e12 * step)
     return FabricReport(
-        tree, network.gradient_allreduce(scenario), what_if, healthy, breakdown, step, mfu
+        tree,
+        network.gradient_allreduce(scenario),
+        what_if,
+        healthy,
+        breakdown,
+        step,
+        mfu,
+        fabric.ROUTING_WORDS[scenario.network.routing],
     )

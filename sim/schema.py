@@ -296,6 +296,11 @@ class NetworkConfig(_Section):
     # nccl-tests: ~370 GB/s intra-node busbw of 450 GB/s per direction on H100 NVLink
     nvlink_efficiency: Efficiency = 0.82
     placement: Literal["contiguous", "scattered"] = "contiguous"
+    # how the flow model routes between leaves: adaptive (adaptive routing / ECMP spraying
+    # as a fluid: a leaf's traffic spreads over all its surviving uplinks, so a failed
+    # spine or cable costs its share of them) or static (the subnet manager's
+    # destination-mod-k routes: a failed part's flows move onto the next port)
+    routing: Literal["adaptive", "static"] = "adaptive"
 
     @field_validator("switch_radix")
     @classmethod

@@ -40,6 +40,10 @@ class FabricDegradation:
             + [f"core{i}" for i in range(fabric_.tree.cores)]
         )
         used_links = {fabric_.names[i] for phase in phases for path in phase.paths for i in path}
+        # adaptive routing: a spread pipe uses every cable in it (and their switches)
+        used_links |= {
+            cable for pipe in used_links & fabric_.members.keys() for cable in fabric_.members[pipe]
+        }
         self.used = {n for n in used_links if "-" in n}
         self.used |= {
             part
