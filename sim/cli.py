@@ -326,6 +326,37 @@ def calc(scenario, overrides, as_json) -> None:
         for label, value in run_report.calculation_rows(c):
             table.add_row(label, value)
         console.print(table)
+        _print_step_parts(console, c)
+        if c.efficiency_warning:
+            print(f"warning: {c.efficiency_warning}", file=sys.stderr)
+
+
+def _print_step_parts(console: Console, c: perf.Calculation) -> None:
+    """calc: where one step's time goes, and with measured points the fit's residuals."""
+    if c.step_parts_s:
+        step = sum(c.step_parts_s.values())
+        parts = Table(title="where the step's time goes", title_justify="left")
+        for column in ("part", "seconds", "share"):
+            parts.add_column(column, justify="left" if column == "part" else "right")
+        for name, seconds in c.step_parts_s.items():
+            parts.add_row(name, f"{seconds:.4g}", f"{seconds / step:.1%}")
+        console.print(parts)
+    if c.fitted_points:
+        fit = Table(
+            title=f"fitted to the measured points: compute efficiency "
+            f"{c.compute_efficiency:.4f}, overlap {c.fitted_overlap:.4f}",
+            title_justify="left",
+        )
+        for column in ("measured at", "measured MFU", "fitted MFU", "residual"):
+            fit.add_column(column, justify="left" if column == "measured at" else "right")
+        for p in c.fitted_points:
+            fit.add_row(
+                p["where"],
+                f"{p['measured_mfu']:.4f}",
+                f"{p['fitted_mfu']:.4f}",
+                f"{p['fitted_mfu'] - p['measured_mfu']:+.4f}",
+            )
+        console.print(fit)
 
 
 @app.command()

@@ -1133,6 +1133,50 @@ class Calculation:
     bubble_share: float = 0.0
     memory_GB: float = 0.0  # what one GPU needs (model states and activations)
     gpu_memory_GB: float = 0.0
+    tokens: float = 0.0  # trained
+    effective_pflops: float = 0.0  # the whole job's model FLOPs per second, in PFLOP/s
+    # FLOPs per token: 6N (the dense matmuls) + 12·L·h·T (attention); None when given
+    dense_flops_per_token: float | None = None
+    attention_flops_per_token: float | None = None
+    # where the step's time goes: seconds by part (compute, pipeline bubble, exposed
+    # data-parallel, pipeline sends, tensor-parallel, context-parallel), adding up to it
+    step_parts_s: dict[str, float] | None = None
+    daly_expected_cost_usd: float = 0.0  # job and spares for Daly's expected wall time
+    # the best BF16 GEMM efficiency measured on this GPU, and a warning when the
+    # calibration needs more
+    best_gemm_efficiency: float | None = None
+    efficiency_warning: str | None = None
+    fitted_overlap: float | None = None  # fitted with the efficiency to measured points
+    fitted_points: list[dict[str, Any]] | None = None  # where, measured, fitted
+
+
+def flops_per_token_parts(scenario: Scenario) -> tuple[float, float] | None:
+    """(6N, 12·L·h·T) of `flops_per_token`, or None when model.flops_per_token gives it."""
+    model = scenario.model
+    if model.flops_per_token is not None:
+        return None
+    attention = 0.0
+    if model.layers and model.hidden and model.seq_len:
+        attention = 12.0 * model.layers * model.hidden * model.seq_len
+    return 6.0 * model.params, attention
+
+
+def efficiency_warning(scenario: Scenario) -> str | None:
+    """Why the compute efficiency the step model runs at is suspect: above the best share of
+    peak a BF16 dense GEMM has been measured to reach on this GPU (hardware.GpuSpec), which
+    a whole step, with its attention, norms and launches, does not beat."""
+    cal = calibration(scenario)
+    efficiency = cal.compute_efficiency if cal else scenario.performance.compute_efficiency
+    gpu = scenario.cluster.gpu_spec
+    best = gpu.best_gemm_efficiency
+    if efficiency is None or best is None or efficiency <= best:
+        return None
+    how = "calibrated to performance.mfu" if cal else "given"
+    return (
+        f"the compute efficiency {efficiency:.3f} ({how}) is above {best:.3f}, the best share "
+        f"of peak a BF16 dense GEMM has been measured to reach on the {gpu.name}: the stated "
+        "MFU is optimistic, or the model's communication is overestimated here"
+    )
 
 
 def calculate(scenario: Scenario) -> Calculation:
@@ -1177,7 +1221,39 @@ def calculate(scenario: Scenario) -> Calculation:
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         cost_per_1B_tokens_usd=cost / (scenario.model.tokens / 1e9),
         **_calibration_fields(scenario),
+        **_calculator_extras(scenario, billed_gpus),
     )
+
+
+def _calculator_extras(scenario: Scenario, billed_gpus: int) -> dict[str, Any]:
+    """The calculator's rows beyond the cost: tokens, cluster throughput, FLOPs per token by
+    term, where the step goes, the cost with failures, the efficiency check."""
+    breakdown = step_breakdown(scenario)
+    parts = flops_per_token_parts(scenario)
+    cal = calibration(scenario)
+    peak_PFLOP_s = scenario.cluster.gpu_spec.peak_tflops / 1e3
+    return {
+        "tokens": scenario.model.tokens,
+        "effective_pflops": mfu(scenario) * peak_PFLOP_s * scenario.cluster.gpus,
+        "dense_flops_per_token": parts[0] if parts else None,
+        "attention_flops_per_token": parts[1] if parts else None,
+        "step_parts_s": {
+            name: share * breakdown.step_s for name, share in breakdown.shares().items()
+        },
+        "daly_expected_cost_usd": billed_gpus
+        * expected_wall_s(scenario)
+        / HOUR_S
+        * scenario.cost.gpu_hour_usd,
+        "best_gemm_efficiency": scenario.cluster.gpu_spec.best_gemm_efficiency,
+        "efficiency_warning": efficiency_warning(scenario),
+        "fitted_overlap": cal.overlap if cal else None,
+        "fitted_points": [
+            {"where": p.where, "measured_mfu": p.measured_mfu, "fitted_mfu": p.fitted_mfu}
+            for p in cal.points
+        ]
+        if cal and cal.points
+        else None,
+    }
 
 
 def _calibration_fields(scenario: Scenario) -> dict[str, Any]:
