@@ -214,12 +214,6 @@ def bubble_share(pipeline: int, virtual_stages: int, microbatches: float | None)
     return (pipeline - 1) / (virtual_stages * microbatches)
 
 
-def exposed_data_parallel_s(allreduce_s: float, overlap: float) -> float:
-    """The part of a transfer that a constant share `overlap` of it hides (`trainsim
-    fabric`'s what-ifs before the schedule was modelled; kept for the flat case)."""
-    return (1.0 - overlap) * allreduce_s
-
-
 def hidden_behind(transfer_s: float, window_s: float, overlap: float, buckets: int = 1) -> float:
     """What of a transfer stays exposed when it runs beside `window_s` of compute, of which
     the framework hides at best the share `overlap`: issued in `buckets` buckets as the
