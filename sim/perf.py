@@ -168,7 +168,7 @@ def gradient_allreduce_at_s(scenario: Scenario, replicas: int) -> float:
     if replicas == data_parallel_size(scenario):
         return gradient_allreduce_s(scenario)
     net, cluster, para = scenario.network, scenario.cluster, scenario.parallelism
-    if net.oversubscription == 1.0 and net.placement == "contiguous":
+    if net.oversubscription == 1.0 and net.placement == "contiguous" and para.context == 1:
         stride = para.tensor * para.pipeline  # ranks between members of one DP group
         if stride >= cluster.gpus_per_node:
             group = network.Group(replicas, 1)

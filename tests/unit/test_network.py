@@ -122,3 +122,16 @@ def test_derived_mfu_sees_placement_and_oversubscription():
     scattered = perf.mfu(compute_mode("network.placement=scattered"))
     thin = perf.mfu(compute_mode("network.placement=scattered", "network.oversubscription=3"))
     assert thin < scattered < contiguous
+
+
+def test_context_ranks_join_the_gradient_reduction_group():
+    """tensor 2, context 2, pipeline 2 on 2 nodes of 8: ranks are tensor, then context,
+    then pipeline, then data parallel; a reduction group holds the data-parallel replicas
+    of one (tensor, pipeline) position and its two context ranks (the same weights)."""
+    layout = network.Layout(nodes=2, gpus_per_node=8, tensor=2, pipeline=2, context=2)
+    assert layout.data_parallel == 2
+    groups = layout.dp_groups()
+    assert len(groups) == 4  # pipeline x tensor positions
+    # (pipeline 0, tensor 0): replica 0's context ranks 0 and 2, replica 1's 8 and 10
+    assert groups[0] == [(0, 0), (0, 2), (1, 0), (1, 2)]
+    assert layout.dp_group() == network.Group(2, 2)
