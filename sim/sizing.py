@@ -134,6 +134,14 @@ PUBLISHED_POINTS: tuple[PublishedPoint, ...] = (
     PublishedPoint(MEGATRON_CORE, "96 GPUs", "megatron-core-gpt3-177b-strong.yaml", (), 0.47, 2.0),
     PublishedPoint(
         MEGATRON_CORE,
+        "2,304 GPUs (the README's model table)",
+        "megatron-core-gpt3-177b-strong.yaml",
+        ("cluster.nodes=288",),
+        0.44,
+        2.0,
+    ),
+    PublishedPoint(
+        MEGATRON_CORE,
         "4,608 GPUs",
         "megatron-core-gpt3-177b-strong.yaml",
         ("cluster.nodes=576",),
