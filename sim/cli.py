@@ -295,27 +295,39 @@ def validate(scenarios, overrides) -> None:
 @app.command()
 @scenario_argument
 @set_option
+@click.option(
+    "--run",
+    "run_dir",
+    type=click.Path(path_type=Path),
+    help="A run of this scenario (`trainsim run`'s directory): the cost with failures "
+    "its replicas measured, beside Daly's first-order estimate.",
+)
 @json_option
-def calc(scenario, overrides, as_json) -> None:
+def calc(scenario, overrides, run_dir, as_json) -> None:
     """The deterministic calculator: step time, ideal time-to-train, checkpoint cost, Young/Daly, cost."""
     loaded = _load(scenario, overrides)
     _warn(feasibility.check(loaded))
     # a point that cannot run has no calculation: its reason instead
     results = [(p.params, p.infeasible or perf.calculate(p.scenario)) for p in loaded.points]
+    measured = _run_costs(run_dir, loaded) if run_dir is not None else {}
     if as_json:
         doc = {
             "scenario": loaded.name,
             "points": [
                 {"params": params, "infeasible": c}
                 if isinstance(c, str)
-                else {"params": params, **{k: _finite(v) for k, v in dataclasses.asdict(c).items()}}
-                for params, c in results
+                else {
+                    "params": params,
+                    **{k: _finite(v) for k, v in dataclasses.asdict(c).items()},
+                    **({"run_cost_usd": measured[i]} if i in measured else {}),
+                }
+                for i, (params, c) in enumerate(results)
             ],
         }
         print(json.dumps(doc))
         return
     console = _console()
-    for params, c in results:
+    for i, (params, c) in enumerate(results):
         if isinstance(c, str):
             console.print(f"{loaded.name}  {params}: [bold]infeasible[/bold]: {escape(c)}")
             continue
@@ -325,10 +337,43 @@ def calc(scenario, overrides, as_json) -> None:
         table.add_column("value", justify="right")
         for label, value in run_report.calculation_rows(c):
             table.add_row(label, value)
+        if i in measured:
+            cost = measured[i]
+            table.add_row(
+                f"cost with failures (the run: {cost['replicas']:,} replicas)",
+                f"mean ${cost['mean']:,.0f}, p95 ${cost['p95']:,.0f}",
+            )
         console.print(table)
         _print_step_parts(console, c)
         if c.efficiency_warning:
             print(f"warning: {c.efficiency_warning}", file=sys.stderr)
+
+
+def _run_costs(run_dir: Path, loaded: ScenarioSet) -> dict[int, dict[str, float]]:
+    """calc --run: per sweep point, the cost (`cost_usd`) the run's replicas measured, mean
+    and p95 over the replicas without an error; the run must be of this scenario, point for
+    point (its name and sweep points)."""
+    run = compare.open_run(run_dir, "(--run)")
+    table = run.ok
+    if run.name != loaded.name or table["point"].max() >= len(loaded.points):
+        raise click.BadParameter(
+            f"{run_dir} is a run of {run.name!r} with {int(run.table['point'].max()) + 1} "
+            f"sweep point(s), not of {loaded.name!r} with {len(loaded.points)}: give a run "
+            "of this scenario",
+            param_hint="--run",
+        )
+    if "cost_usd" not in table:
+        raise click.BadParameter(
+            f"{run_dir}: the replica table has no cost_usd column", param_hint="--run"
+        )
+    return {
+        int(point): {
+            "replicas": len(rows),
+            "mean": float(rows["cost_usd"].mean()),
+            "p95": float(rows["cost_usd"].quantile(0.95)),
+        }
+        for point, rows in table.groupby("point")
+    }
 
 
 def _print_step_parts(console: Console, c: perf.Calculation) -> None:

@@ -195,3 +195,43 @@ def test_calc_prints_the_fit_to_measured_points(tmp_path):
     assert r.returncode == 0, r.stderr
     table = r.stdout[r.stdout.index("fitted to the measured points") :]
     assert "cluster.nodes=256" in table and "0.4100" in table and "residual" in table
+
+
+def test_calc_beside_a_run_gives_the_cost_its_replicas_measured(tmp_path):
+    """calc --run: the mean and p95 of the run's cost_usd (recomputed from its table),
+    beside Daly's first-order estimate; a run of another scenario is refused, exit 2."""
+    import pandas as pd
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    r = cli_in_process(
+        [
+            "run",
+            "tiny.yaml",
+            "--replicas",
+            "8",
+            "--workers",
+            "1",
+            "--out",
+            "out",
+            "--no-progress",
+        ],  # fmt: skip
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    (run,) = (tmp_path / "out" / "tiny").iterdir()
+    costs = pd.read_parquet(run / "replicas.parquet")["cost_usd"]
+    out = calc("tiny.yaml", "--run", str(run), "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (point,) = json.loads(out.stdout)["points"]
+    assert point["run_cost_usd"]["replicas"] == 8
+    assert point["run_cost_usd"]["mean"] == pytest.approx(costs.mean(), rel=1e-12)
+    assert point["run_cost_usd"]["p95"] == pytest.approx(costs.quantile(0.95), rel=1e-12)
+    text = calc("tiny.yaml", "--run", str(run), cwd=tmp_path).stdout
+    assert "cost with failures (the run: 8 replicas)" in text
+    other = dict(TINY, name="other")
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    refused = calc("other.yaml", "--run", str(run), cwd=tmp_path)
+    assert refused.returncode == 2 and "give a run of this scenario" in refused.stderr
+    missing = calc("tiny.yaml", "--run", str(tmp_path), cwd=tmp_path)
+    assert missing.returncode == 2 and "run.json" in missing.stderr
+    assert "Traceback" not in missing.stderr + refused.stderr
