@@ -1029,6 +1029,10 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
         ("step: tensor-parallel comm", f"{b.tensor_parallel_s:.3f} s"),
         ("step: pipeline bubble", f"{b.bubble_s:.3f} s"),
         (
+            "step: pipeline sends, context-parallel",
+            f"{b.pipeline_send_s + b.context_parallel_s:.3f} s",
+        ),
+        (
             "step: exposed DP comm",
             f"{b.exposed_data_parallel_s:.3f} s (of {b.data_parallel_s:.3f} s)",
         ),
