@@ -1,8 +1,9 @@
 """Deterministic performance model (pure functions, no simulation).
 
-FLOPs per step, the step time (built up from compute, tensor-parallel all-reduces, the
-pipeline bubble and the exposed gradient all-reduce, calibrated to the scenario's MFU at
-its own configuration), whether a configuration can run at all (batch split, tensor
+FLOPs per step, the step time (built up from compute, tensor- and context-parallel
+traffic, pipeline sends, the pipeline bubble and the data-parallel traffic the schedule
+leaves exposed, calibrated to the scenario's MFU at its own configuration or fitted to
+several measured points), whether a configuration can run at all (batch split, tensor
 parallelism inside a node, GPU memory, a tier that holds the checkpoints kept),
 total steps and ideal time-to-train, checkpoint size and its write/load times, failure
 rates of the job's components, and the Young/Daly checkpoint-interval theory built on them.

@@ -3,7 +3,8 @@
 `sizing_table` sweeps `cluster.nodes` as `--param` would (the MFU stays calibrated at the
 file's own configuration, `performance.mfu`), so each row's MFU and step time follow the
 built-up model (sim.perf): the pipeline bubble grows as the fixed batch spreads over more
-data-parallel replicas, and the exposed gradient all-reduce stays while compute shrinks.
+data-parallel replicas, and the gradient reduction one microbatch's backward cannot hide
+stays while compute shrinks.
 A node count the batch cannot be split over (or that does not fit in memory) is a row
 with its reason and no figures. Plain data: for tables, notebooks and figures.
 
