@@ -433,7 +433,10 @@ def _measured_parts(scenario: Scenario, at: dict[str, Any], where: str) -> StepP
     try:
         reference = reference_scenario(moved)
     except ValueError as exc:  # pydantic's ValidationError: no valid configuration
-        raise CalibrationError(f"{where}: the configuration is not valid: {exc}") from None
+        errors = getattr(exc, "errors", None)
+        first = errors()[0] if callable(errors) else None
+        why = f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}" if first else exc
+        raise CalibrationError(f"{where}: the configuration is not valid: {why}") from None
     problem = step_problem(reference)
     if problem is not None:
         raise CalibrationError(f"{where}: the configuration cannot run: {problem[0]}: {problem[1]}")

@@ -87,3 +87,16 @@ def test_measured_points_need_mfu_and_valid_keys():
     with pytest.raises(ScenarioError) as err:
         load_document(doc, "fit")
     assert err.value.path == "performance.measured"
+
+
+def test_a_measured_point_that_cannot_run_is_named():
+    doc = with_points(measured_at(0.62, 0.45))
+    doc["performance"]["measured"][1]["at"] = {"cluster.nodes": 0}
+    with pytest.raises(ScenarioError) as err:
+        load_document(doc, "fit")
+    assert "performance.measured.1: the configuration is not valid: cluster.nodes" in str(err.value)
+    assert "\n" not in err.value.message
+    doc["performance"]["measured"][1]["at"] = {"cluster.nodes": 13}
+    with pytest.raises(ScenarioError) as err:
+        load_document(doc, "fit")
+    assert "performance.measured.1: the configuration cannot run" in err.value.message
