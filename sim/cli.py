@@ -296,27 +296,39 @@ def validate(scenarios, overrides) -> None:
 @app.command()
 @scenario_argument
 @set_option
+@click.option(
+    "--run",
+    "run_dir",
+    type=click.Path(path_type=Path),
+    help="A run of this scenario (`trainsim run`'s directory): the cost with failures "
+    "its replicas measured, beside Daly's first-order estimate.",
+)
 @json_option
-def calc(scenario, overrides, as_json) -> None:
+def calc(scenario, overrides, run_dir, as_json) -> None:
     """The deterministic calculator: step time, ideal time-to-train, checkpoint cost, Young/Daly, cost."""
     loaded = _load(scenario, overrides)
     _warn(feasibility.check(loaded))
     # a point that cannot run has no calculation: its reason instead
     results = [(p.params, p.infeasible or perf.calculate(p.scenario)) for p in loaded.points]
+    measured = _run_costs(run_dir, loaded) if run_dir is not None else {}
     if as_json:
         doc = {
             "scenario": loaded.name,
             "points": [
                 {"params": params, "infeasible": c}
                 if isinstance(c, str)
-                else {"params": params, **{k: _finite(v) for k, v in dataclasses.asdict(c).items()}}
-                for params, c in results
+                else {
+                    "params": params,
+                    **{k: _finite(v) for k, v in dataclasses.asdict(c).items()},
+                    **({"run_cost_usd": measured[i]} if i in measured else {}),
+                }
+                for i, (params, c) in enumerate(results)
             ],
         }
         print(json.dumps(doc))
         return
     console = _console()
-    for params, c in results:
+    for i, (params, c) in enumerate(results):
         if isinstance(c, str):
             console.print(f"{loaded.name}  {params}: [bold]infeasible[/bold]: {escape(c)}")
             continue
@@ -326,7 +338,71 @@ def calc(scenario, overrides, as_json) -> None:
         table.add_column("value", justify="right")
         for label, value in run_report.calculation_rows(c):
             table.add_row(label, value)
+        if i in measured:
+            cost = measured[i]
+            table.add_row(
+                f"cost with failures (the run: {cost['replicas']:,} replicas)",
+                f"mean ${cost['mean']:,.0f}, p95 ${cost['p95']:,.0f}",
+            )
         console.print(table)
+        _print_step_parts(console, c)
+        if c.efficiency_warning:
+            print(f"warning: {c.efficiency_warning}", file=sys.stderr)
+
+
+def _run_costs(run_dir: Path, loaded: ScenarioSet) -> dict[int, dict[str, float]]:
+    """calc --run: per sweep point, the cost (`cost_usd`) the run's replicas measured, mean
+    and p95 over the replicas without an error; the run must be of this scenario, point for
+    point (its name and sweep points)."""
+    run = compare.open_run(run_dir, "(--run)")
+    table = run.ok
+    if run.name != loaded.name or table["point"].max() >= len(loaded.points):
+        raise click.BadParameter(
+            f"{run_dir} is a run of {run.name!r} with {int(run.table['point'].max()) + 1} "
+            f"sweep point(s), not of {loaded.name!r} with {len(loaded.points)}: give a run "
+            "of this scenario",
+            param_hint="--run",
+        )
+    if "cost_usd" not in table:
+        raise click.BadParameter(
+            f"{run_dir}: the replica table has no cost_usd column", param_hint="--run"
+        )
+    return {
+        int(point): {
+            "replicas": len(rows),
+            "mean": float(rows["cost_usd"].mean()),
+            "p95": float(rows["cost_usd"].quantile(0.95)),
+        }
+        for point, rows in table.groupby("point")
+    }
+
+
+def _print_step_parts(console: Console, c: perf.Calculation) -> None:
+    """calc: where one step's time goes, and with measured points the fit's residuals."""
+    if c.step_parts_s:
+        step = sum(c.step_parts_s.values())
+        parts = Table(title="where the step's time goes", title_justify="left")
+        for column in ("part", "seconds", "share"):
+            parts.add_column(column, justify="left" if column == "part" else "right")
+        for name, seconds in c.step_parts_s.items():
+            parts.add_row(name, f"{seconds:.4g}", f"{seconds / step:.1%}")
+        console.print(parts)
+    if c.fitted_points:
+        fit = Table(
+            title=f"fitted to the measured points: compute efficiency "
+            f"{c.compute_efficiency:.4f}, overlap {c.fitted_overlap:.4f}",
+            title_justify="left",
+        )
+        for column in ("measured at", "measured MFU", "fitted MFU", "residual"):
+            fit.add_column(column, justify="left" if column == "measured at" else "right")
+        for p in c.fitted_points:
+            fit.add_row(
+                p["where"],
+                f"{p['measured_mfu']:.4f}",
+                f"{p['fitted_mfu']:.4f}",
+                f"{p['fitted_mfu'] - p['measured_mfu']:+.4f}",
+            )
+        console.print(fit)
 
 
 @app.command()
@@ -947,6 +1023,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
                 "simulated_s": report.simulated.seconds,
                 "simulated_busbw_GB_s": report.simulated.busbw_GB_s,
                 "healthy_simulated_s": report.healthy_simulated.seconds,
+                "routing": point.scenario.network.routing,
             },
             "step": {
                 **dataclasses.asdict(report.breakdown),
@@ -971,6 +1048,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
         ("switches (leaf / spine / core)", f"{t.leaves} / {t.spines} / {t.cores} = {t.switches}"),
         ("cables", f"{t.cables:,}"),
         ("bisection bandwidth", f"{t.bisection_GB_s / 1e3:,.1f} TB/s"),
+        ("routing (network.routing)", report.routing),
         (
             "gradient all-reduce per rank",
             f"{a.size_bytes / 1e9:.2f} GB over {a.ranks} ranks ({a.algorithm})",
@@ -993,6 +1071,10 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
         ("step: compute", f"{b.compute_s:.3f} s"),
         ("step: tensor-parallel comm", f"{b.tensor_parallel_s:.3f} s"),
         ("step: pipeline bubble", f"{b.bubble_s:.3f} s"),
+        (
+            "step: pipeline sends, context-parallel",
+            f"{b.pipeline_send_s + b.context_parallel_s:.3f} s",
+        ),
         (
             "step: exposed DP comm",
             f"{b.exposed_data_parallel_s:.3f} s (of {b.data_parallel_s:.3f} s)",

@@ -8,10 +8,15 @@ completion to the next), and the phase ends with its slowest flow. Ring steps
 repeat the same traffic pattern, so one step is simulated and counted 2(n−1)
 times; a tree runs its reduce phase then its broadcast phase.
 
-Routing is static destination-mod-k over the surviving spines and cores, as an
-InfiniBand subnet manager does; rank placement (contiguous or scattered across
-leaves) is an input, and so are degraded links (a capacity factor in (0, 1]) and
-failed parts: spine/core switches and inter-switch cables, which routing avoids.
+Routing between leaves is `network.routing`: adaptive (the default) spreads each flow
+over all the surviving equal-cost paths, as adaptive routing or ECMP spraying does, in
+the fluid limit: a leaf's uplinks (and in three tiers a pod's spine-to-core cables) act
+as one pipe of their summed surviving capacity, so a failed spine or cable costs its
+share of them. Static is destination-mod-k over the surviving spines and cores, as an
+InfiniBand subnet manager computes it (a failed part's flows move onto the next port).
+Rank placement (contiguous or scattered across leaves) is an input, and so are degraded
+links (a capacity factor in (0, 1]) and failed parts: spine/core switches and
+inter-switch cables, which routing avoids.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class Fabric:
     names: list[str] = field(default_factory=list)  # undirected name, e.g. "leaf3-spine5"
     directions: list[str] = field(default_factory=list)  # "up" / "down" / "egress"
     capacity_GB_s: list[float] = field(default_factory=list)
+    # adaptive routing: each spread pipe ("leaf3.uplinks", "pod0.uplinks") and its cables
+    members: dict[str, list[str]] = field(default_factory=dict)
     _index: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def link(self, name: str, direction: str, capacity: float) -> int:
@@ -155,7 +162,38 @@ def build_fabric(
             f"spine{spines - 1}{cores}, or an inter-switch cable, one "
             f"({bundles[0]}.0) or a whole bundle ({bundles[0]})"
         )
+    routing["adaptive"] = net.routing == "adaptive"
+    if routing["adaptive"]:
+        _spread_pipes(fabric, failed)
     return fabric, routing
+
+
+ROUTING_WORDS = {
+    "adaptive": "adaptive: flows spread over every surviving equal-cost path",
+    "static": "static destination-mod-k: a failed part's flows move onto the next port",
+}
+
+
+def _spread_pipes(fabric: Fabric, failed: set[str]) -> None:
+    """Adaptive routing's pipes: per leaf, its uplink cables; per pod (three tiers), its
+    spines' cables to the cores; each of the summed capacity of the cables whose switches
+    are up (failed cables already have none)."""
+    half = fabric.tree.radix // 2
+    totals: dict[str, float] = {}
+    for name, direction, capacity in zip(
+        fabric.names, fabric.directions, fabric.capacity_GB_s, strict=True
+    ):
+        if direction != "up" or "-" not in name:
+            continue
+        lower, upper = name.split(".")[0].split("-")
+        pipe = lower if lower.startswith("leaf") else f"pod{int(lower[5:]) // half}"
+        key = f"{pipe}.uplinks"
+        fabric.members.setdefault(key, []).append(name)
+        alive = not ({lower, upper} & failed)
+        totals[key] = totals.get(key, 0.0) + (capacity if alive else 0.0)
+    for key, total in totals.items():
+        fabric.link(key, "up", total)
+        fabric.link(key, "down", total)
 
 
 def _checked_factors(degrade: dict[str, float] | None) -> dict[str, float]:
@@ -236,9 +274,10 @@ def _leaf(fabric: Fabric, node: int, rail: int) -> int:
 
 
 def route(fabric: Fabric, routing: dict, src: tuple[int, int], dst: tuple[int, int]) -> list[int]:
-    """Links from NIC port (node, rail) to NIC port (node, rail).
+    """Links from NIC port (node, rail) to NIC port (node, rail): with adaptive routing
+    through the spread pipes (`_spread_route`), else static.
 
-    Routing as InfiniBand's fat-tree engine does it: the destination's port
+    Static routing as InfiniBand's fat-tree engine does it: the destination's port
     index j in its leaf picks the leaf uplink (spine j mod S, parallel cable
     j div S) on both sides, and the destination leaf's index in its pod picks the
     spine's uplink to a core, so every destination has its own way down and a
@@ -249,7 +288,9 @@ def route(fabric: Fabric, routing: dict, src: tuple[int, int], dst: tuple[int, i
     tree, cap, failed = fabric.tree, fabric.capacity_GB_s, routing["failed"]
     path = [fabric.id(f"node{sn}.rail{sr}", "up")]
     ls, ld = _leaf(fabric, sn, sr), _leaf(fabric, dn, dr)
-    if ls != ld:
+    if ls != ld and routing.get("adaptive"):
+        path += _spread_route(fabric, routing, ls, ld)
+    elif ls != ld:
         per = routing["spines_per_group"]
         three = tree.tiers == 3
         pod_s = ls // tree.leaves_per_pod if three else 0
@@ -280,6 +321,25 @@ def route(fabric: Fabric, routing: dict, src: tuple[int, int], dst: tuple[int, i
             )
     path.append(fabric.id(f"node{dn}.rail{dr}", "down"))
     return path
+
+
+def _spread_route(fabric: Fabric, routing: dict, ls: int, ld: int) -> list[int]:
+    """Adaptive routing from leaf `ls` to leaf `ld`: up the source leaf's pipe (and its
+    pod's, to another pod), down the destination's."""
+    pipes = [(f"leaf{ls}", "up"), (f"leaf{ld}", "down")]
+    tree = fabric.tree
+    if tree.tiers == 3:
+        pod_s, pod_d = ls // tree.leaves_per_pod, ld // tree.leaves_per_pod
+        if pod_s != pod_d:
+            pipes[1:1] = [(f"pod{pod_s}", "up"), (f"pod{pod_d}", "down")]
+    links = [fabric.id(f"{pipe}.uplinks", direction) for pipe, direction in pipes]
+    if any(fabric.capacity_GB_s[i] <= 0 for i in links):
+        raise FabricPartitioned(
+            f"the what-if partitions the fabric: leaf{ls} cannot reach leaf{ld} "
+            f"({', '.join(p for p, _ in pipes)}: no uplink left; failed: "
+            f"{_compact(routing['failed'])})"
+        )
+    return links
 
 
 def _core_hop(
@@ -559,6 +619,7 @@ def traffic(
         scenario.cluster.gpus_per_node,
         para.tensor if data_parallel else 1,
         para.pipeline if data_parallel else 1,
+        para.context if data_parallel else 1,
     )
     members = layout.dp_groups() if data_parallel else layout.everyone()
     group = (

@@ -18,15 +18,50 @@ class GpuSpec:
     memory_GB: float
     hbm_TB_s: float
     nvlink_GB_s: float
+    # the best share of peak a BF16 dense GEMM has been measured to reach on it (None: no
+    # measurement): a calibration that needs more is suspect (sim.perf warns)
+    best_gemm_efficiency: float | None = None
 
 
+# best_gemm_efficiency: the maximum achievable matmul FLOPS (MAMF) of BF16 GEMMs over a
+# scan of large shapes, over the peak (Bekman, "Machine Learning Engineering",
+# compute/accelerator, the MAMF comparison table): H100/H200 SXM 794.5 of 989 TFLOPS
+# (80.3%), A100 SXM 267.9 of 312 (85.9%), B200 SXM 1,745 of 2,250 (77.6%)
 GPUS: dict[str, GpuSpec] = {
     spec.name: spec
     for spec in (
-        GpuSpec("H100-SXM", peak_tflops=989.4, memory_GB=80, hbm_TB_s=3.35, nvlink_GB_s=900),
-        GpuSpec("H200", peak_tflops=989.4, memory_GB=141, hbm_TB_s=4.8, nvlink_GB_s=900),
-        GpuSpec("A100-80GB", peak_tflops=312.0, memory_GB=80, hbm_TB_s=2.04, nvlink_GB_s=600),
-        GpuSpec("B200", peak_tflops=2250.0, memory_GB=180, hbm_TB_s=8.0, nvlink_GB_s=1800),
+        GpuSpec(
+            "H100-SXM",
+            peak_tflops=989.4,
+            memory_GB=80,
+            hbm_TB_s=3.35,
+            nvlink_GB_s=900,
+            best_gemm_efficiency=0.803,
+        ),
+        GpuSpec(
+            "H200",
+            peak_tflops=989.4,
+            memory_GB=141,
+            hbm_TB_s=4.8,
+            nvlink_GB_s=900,
+            best_gemm_efficiency=0.803,
+        ),
+        GpuSpec(
+            "A100-80GB",
+            peak_tflops=312.0,
+            memory_GB=80,
+            hbm_TB_s=2.04,
+            nvlink_GB_s=600,
+            best_gemm_efficiency=0.859,
+        ),
+        GpuSpec(
+            "B200",
+            peak_tflops=2250.0,
+            memory_GB=180,
+            hbm_TB_s=8.0,
+            nvlink_GB_s=1800,
+            best_gemm_efficiency=0.776,
+        ),
     )
 }
 

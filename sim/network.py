@@ -150,26 +150,33 @@ def collective(
 
 @dataclass(frozen=True)
 class Layout:
-    """Where the ranks of the job sit: tensor innermost, then pipeline, then data parallel."""
+    """Where the ranks of the job sit: tensor innermost, then context, then pipeline, then
+    data parallel (Megatron's order, tp-cp-...-pp with data parallel outside the pipeline)."""
 
     nodes: int
     gpus_per_node: int
     tensor: int
     pipeline: int
+    context: int = 1
 
     @property
     def data_parallel(self) -> int:
-        return self.nodes * self.gpus_per_node // (self.tensor * self.pipeline)
+        return self.nodes * self.gpus_per_node // (self.tensor * self.context * self.pipeline)
 
     def dp_groups(self) -> list[list[tuple[int, int]]]:
-        """Each data-parallel group as (node, local gpu) pairs in rank order."""
+        """Each gradient-reduction group as (node, local gpu) pairs in rank order: the
+        data-parallel replicas of one (tensor, pipeline) position, and with context
+        parallelism its context ranks too (they hold the same weights: Megatron reduces
+        gradients over data × context)."""
         groups = []
+        inner = self.tensor * self.context
         for p in range(self.pipeline):
             for t in range(self.tensor):
                 members = []
                 for d in range(self.data_parallel):
-                    rank = (d * self.pipeline + p) * self.tensor + t
-                    members.append((rank // self.gpus_per_node, rank % self.gpus_per_node))
+                    for c in range(self.context):
+                        rank = (d * self.pipeline + p) * inner + c * self.tensor + t
+                        members.append((rank // self.gpus_per_node, rank % self.gpus_per_node))
                 groups.append(members)
         return groups
 
@@ -183,17 +190,24 @@ class Layout:
         return Group(nodes, len(members) // nodes)
 
 
-def gradient_bytes_per_rank(scenario: Scenario) -> float:
-    """DDP/ZeRO-1/2 gradient all-reduce: 2 bytes (bf16) per parameter the rank holds;
-    ZeRO-3 (FSDP) moves 1.5 times that (its parameters' all-gather comes on top; ZeRO)."""
+def parameter_bytes_per_rank(scenario: Scenario) -> float:
+    """The bf16 parameters (or gradients: 2 bytes each) of one rank's model shard: the
+    parameters split over tensor × pipeline (context ranks hold the same ones)."""
     para = scenario.parallelism
-    volume = 2.0 * scenario.model.params / (para.tensor * para.pipeline)
-    return volume * 1.5 if para.zero_stage == 3 else volume
+    return 2.0 * scenario.model.params / (para.tensor * para.pipeline)
+
+
+def gradient_bytes_per_rank(scenario: Scenario) -> float:
+    """DDP/ZeRO-1/2 gradient all-reduce: 2 bytes (bf16) per parameter the rank holds (ZeRO's
+    reduce-scatter + all-gather move the same); ZeRO-3 (FSDP) moves 1.5 times that per
+    step (its parameters' all-gathers come on top; Rajbhandari et al. 2020)."""
+    volume = parameter_bytes_per_rank(scenario)
+    return volume * 1.5 if scenario.parallelism.zero_stage == 3 else volume
 
 
 def layout(scenario: Scenario) -> Layout:
     para, cluster = scenario.parallelism, scenario.cluster
-    return Layout(cluster.nodes, cluster.gpus_per_node, para.tensor, para.pipeline)
+    return Layout(cluster.nodes, cluster.gpus_per_node, para.tensor, para.pipeline, para.context)
 
 
 def gradient_allreduce(scenario: Scenario, algorithm: str | None = None) -> CollectiveCost:
@@ -214,7 +228,8 @@ def tensor_parallel_s(
     scenario: Scenario, data_parallel: float | None = None, microbatches: float | None = None
 ) -> float:
     """Tensor-parallel all-reduces inside the node per step and GPU (Megatron: 2 forward and
-    2 backward per layer and microbatch, each of tokens·hidden bf16 activations), with the
+    2 backward per layer and microbatch, each of tokens·hidden bf16 activations, the tokens
+    a context rank holds), with the
     job's data-parallel size and `parallelism.microbatches` unless given (sim.perf gives
     the ones that follow from the batch, and a shrunk data-parallel size)."""
     para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
@@ -222,7 +237,7 @@ def tensor_parallel_s(
         return 0.0
     assert model.layers and model.hidden
     dp = layout(scenario).data_parallel if data_parallel is None else data_parallel
-    tokens = model.global_batch_tokens / dp
+    tokens = model.global_batch_tokens / dp / para.context  # a context rank's share
     layers = model.layers / para.pipeline
     volume = 4 * layers * tokens * model.hidden * 2.0
     ops = 4 * layers * ((para.microbatches or 1) if microbatches is None else microbatches)
@@ -326,3 +341,46 @@ def scenario_fat_tree(scenario: Scenario) -> FatTree:
         net.link_Gb_s,
         net.nics_per_node,
     )
+
+
+def _peer_GB_s(scenario: Scenario, span_gpus: int) -> tuple[float, float]:
+    """(bandwidth GB/s, latency s) of one GPU's point-to-point sends to a peer `span_gpus`
+    ranks away: NVLink inside a node, else its share of the node's NICs (one rail each)."""
+    net, cluster = scenario.network, scenario.cluster
+    if span_gpus < cluster.gpus_per_node:
+        return nvlink_GB_s(cluster.gpu_spec, net), NVLINK_HOP_LATENCY_S
+    share = min(1.0, net.nics_per_node / cluster.gpus_per_node)
+    return nic_GB_s(net) * share, net.latency_us * 1e-6
+
+
+def pipeline_send_s(scenario: Scenario) -> float:
+    """One stage-to-stage send of one microbatch's activations (or their gradients) from
+    one GPU: seq_len/context · micro_batch_size · hidden bf16 values split over the tensor
+    ranks (Megatron's scatter-gather: each sends its 1/tensor share). Between nodes when a
+    stage (tensor × context GPUs) fills a node or more."""
+    para, model = scenario.parallelism, scenario.model
+    if para.pipeline == 1:
+        return 0.0
+    assert model.seq_len and model.hidden
+    size = model.seq_len / para.context * para.micro_batch_size * model.hidden * 2.0 / para.tensor
+    bandwidth, latency = _peer_GB_s(scenario, para.tensor * para.context)
+    return latency + size / (bandwidth * 1e9)
+
+
+def context_parallel_s(scenario: Scenario, microbatches: float) -> float:
+    """The context-parallel ring's traffic per step and GPU (ring attention, Megatron's CP):
+    each layer passes its keys and values round the `context` ranks in the forward pass
+    ((context − 1) blocks of 2 · seq_len/context · micro_batch_size · kv_hidden bf16
+    values over the tensor ranks), and keys, values and their gradients in the backward
+    (twice that); kv_hidden = hidden · kv_heads / heads."""
+    para, model = scenario.parallelism, scenario.model
+    if para.context == 1:
+        return 0.0
+    assert model.seq_len and model.hidden and model.layers
+    heads = model.heads or model.hidden // 128
+    kv_hidden = model.hidden * (model.kv_heads or heads) / heads
+    block = 2 * model.seq_len / para.context * para.micro_batch_size * kv_hidden * 2.0
+    block /= para.tensor
+    bandwidth, latency = _peer_GB_s(scenario, para.tensor)
+    per_layer = 3 * (para.context - 1) * (latency + block / (bandwidth * 1e9))
+    return per_layer * model.layers / para.pipeline * microbatches

@@ -1,8 +1,9 @@
 """Deterministic performance model (pure functions, no simulation).
 
-FLOPs per step, the step time (built up from compute, tensor-parallel all-reduces, the
-pipeline bubble and the exposed gradient all-reduce, calibrated to the scenario's MFU at
-its own configuration), whether a configuration can run at all (batch split, tensor
+FLOPs per step, the step time (built up from compute, tensor- and context-parallel
+traffic, pipeline sends, the pipeline bubble and the data-parallel traffic the schedule
+leaves exposed, calibrated to the scenario's MFU at its own configuration or fitted to
+several measured points), whether a configuration can run at all (batch split, tensor
 parallelism inside a node, GPU memory, a tier that holds the checkpoints kept),
 total steps and ideal time-to-train, checkpoint size and its write/load times, failure
 rates of the job's components, and the Young/Daly checkpoint-interval theory built on them.
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
+from scipy import optimize
 
 from sim import fabric, network
 from sim.schema import FailureClassConfig, Scenario, StorageConfig, reference_scenario
@@ -46,18 +50,37 @@ def model_flops_per_gpu_step(scenario: Scenario) -> float:
 
 @dataclass(frozen=True)
 class StepBreakdown:
-    """Where one optimizer step's time goes (seconds), and the MFU that follows:
-    step = (compute + tensor-parallel) · (1 + bubble share) + (1 − overlap) · DP all-reduce,
+    """Where one optimizer step's time goes (seconds), and the MFU that follows (the one
+    formula, `compose_step`; docs/sizing.md draws it):
+
+    busy = compute + tensor-parallel + context-parallel + exposed pipeline sends
+           + exposed ZeRO-3 gathers,
+    step = busy · (1 + bubble share) + exposed data-parallel reduction,
     bubble share = (pipeline − 1) / (virtual stages · microbatches)."""
 
     compute_s: float
     tensor_parallel_s: float
     bubble_s: float
-    data_parallel_s: float  # the whole gradient all-reduce
-    exposed_data_parallel_s: float
+    data_parallel_s: float  # the whole data-parallel traffic of a step
+    exposed_data_parallel_s: float  # of it, what no compute hides (ZeRO-3's included)
     step_s: float
     mfu: float
     collective: str  # ring | tree, as chosen for the gradient all-reduce
+    pipeline_send_s: float = 0.0  # stage-to-stage sends not hidden
+    context_parallel_s: float = 0.0  # the context-parallel ring's traffic not hidden
+
+    def shares(self) -> dict[str, float]:
+        """Each part's share of the step (they add up to 1)."""
+        exposed = self.exposed_data_parallel_s
+        parts = {
+            "compute": self.compute_s,
+            "pipeline bubble": self.bubble_s,
+            "exposed data-parallel": exposed,
+            "pipeline sends": self.pipeline_send_s,
+            "tensor-parallel": self.tensor_parallel_s,
+            "context-parallel": self.context_parallel_s,
+        }
+        return {name: seconds / self.step_s for name, seconds in parts.items()}
 
 
 @dataclass(frozen=True)
@@ -69,9 +92,18 @@ class StepParts:
     peak_flops: float  # FLOP/s
     tensor_parallel_s: float
     bubble_share: float  # (pipeline − 1) / (virtual stages · microbatches)
-    data_parallel_s: float  # the whole gradient all-reduce
-    overlap: float  # share of it hidden behind the backward pass
+    data_parallel_s: float  # the gradient all-reduce (ZeRO-3: its whole traffic per step)
+    overlap: float  # the best share of the compute beside a transfer that hides it
     collective: str
+    microbatches: float = 1.0  # per replica and step
+    forward_share: float = 1.0 / 3.0  # of the compute: the forward passes (the rest: backward)
+    buckets: int = 1  # the gradient reduction is issued in this many buckets
+    zero_stage: int = 0
+    layers_per_stage: float = 1.0  # ZeRO-3 gathers and reduces layer by layer
+    pipeline_sends: float = 0.0  # stage-to-stage sends per step on one GPU's critical path
+    pipeline_send_s: float = 0.0  # one send
+    sends_overlap: bool = False  # the interleaved schedule overlaps sends with compute
+    context_parallel_s: float = 0.0
 
 
 class CalibrationError(ValueError):
@@ -88,6 +120,23 @@ class Calibration:
     mfu_at: dict[str, Any]  # where the reference differs from the scenario ({}: nowhere)
     reference_step_s: float
     at_reference: bool  # the scenario's step-relevant configuration is the reference's
+    # with more measured points (performance.measured): the overlap fitted with the
+    # efficiency, and each point's measured and fitted MFU (the first is `mfu`'s)
+    overlap: float | None = None
+    points: tuple[FittedPoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class FittedPoint:
+    """One measured MFU beside what the fitted step model gives there."""
+
+    where: str  # the configuration, in words (describe_mfu_at)
+    measured_mfu: float
+    fitted_mfu: float
+
+    @property
+    def residual(self) -> float:
+        return self.fitted_mfu - self.measured_mfu
 
 
 # Healthy gradient all-reduce times from the flow model, by fabric configuration, and
@@ -120,7 +169,7 @@ def gradient_allreduce_at_s(scenario: Scenario, replicas: int) -> float:
     if replicas == data_parallel_size(scenario):
         return gradient_allreduce_s(scenario)
     net, cluster, para = scenario.network, scenario.cluster, scenario.parallelism
-    if net.oversubscription == 1.0 and net.placement == "contiguous":
+    if net.oversubscription == 1.0 and net.placement == "contiguous" and para.context == 1:
         stride = para.tensor * para.pipeline  # ranks between members of one DP group
         if stride >= cluster.gpus_per_node:
             group = network.Group(replicas, 1)
@@ -166,9 +215,12 @@ def bubble_share(pipeline: int, virtual_stages: int, microbatches: float | None)
     return (pipeline - 1) / (virtual_stages * microbatches)
 
 
-def exposed_data_parallel_s(allreduce_s: float, overlap: float) -> float:
-    """The part of the gradient all-reduce the backward pass does not hide."""
-    return (1.0 - overlap) * allreduce_s
+def hidden_behind(transfer_s: float, window_s: float, overlap: float, buckets: int = 1) -> float:
+    """What of a transfer stays exposed when it runs beside `window_s` of compute, of which
+    the framework hides at best the share `overlap`: issued in `buckets` buckets as the
+    compute produces (or consumes) them, the last bucket never hides."""
+    hidden = min(overlap * window_s, transfer_s * (buckets - 1) / buckets)
+    return transfer_s - max(0.0, hidden)
 
 
 def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
@@ -186,43 +238,115 @@ def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
         tp = network.tensor_parallel_s(scenario, data_parallel=replicas, microbatches=m)
     else:
         tp = 0.0  # no tensor parallelism, or no shape to size its traffic from
+    shaped = bool(model.seq_len and model.hidden)
+    sends = 2.0 * para.virtual_stages * (m or 1) if para.pipeline > 1 and shaped else 0.0
+    context = (
+        network.context_parallel_s(scenario, m or 1.0)
+        if para.context > 1 and shaped and model.layers
+        else 0.0
+    )
+    full_recompute = para.recompute == "full"
+    dp_bytes = network.gradient_bytes_per_rank(scenario)
     return StepParts(
         model_flops=flops,
-        compute_flops=flops * (FULL_RECOMPUTE_FACTOR if para.recompute == "full" else 1.0),
+        compute_flops=flops * (FULL_RECOMPUTE_FACTOR if full_recompute else 1.0),
         peak_flops=scenario.cluster.gpu_spec.peak_tflops * 1e12,
         tensor_parallel_s=tp,
         bubble_share=bubble_share(para.pipeline, para.virtual_stages, m),
         data_parallel_s=gradient_allreduce_at_s(scenario, replicas),
         overlap=scenario.performance.overlap,
         collective=network.gradient_allreduce(scenario).algorithm,
+        microbatches=m or 1.0,
+        # the forward is a third of forward + backward; full recomputation runs it again
+        # in the backward pass, so it is a quarter of what runs
+        forward_share=0.25 if full_recompute else 1.0 / 3.0,
+        buckets=max(1, math.ceil(dp_bytes / (scenario.performance.bucket_MB * 1e6))),
+        zero_stage=para.zero_stage,
+        layers_per_stage=model.layers / para.pipeline if model.layers else 1.0,
+        pipeline_sends=sends,
+        pipeline_send_s=network.pipeline_send_s(scenario) if sends else 0.0,
+        sends_overlap=para.virtual_stages > 1,
+        context_parallel_s=context,
+    )
+
+
+def _exposed_traffic(parts: StepParts, compute_s: float) -> tuple[float, float, float, float]:
+    """(exposed data-parallel outside the pipeline, exposed ZeRO-3 inside it, exposed
+    pipeline sends, exposed context-parallel) with `compute_s` of compute per step."""
+    per_microbatch = compute_s / parts.microbatches
+    forward = per_microbatch * parts.forward_share
+    backward = per_microbatch - forward
+    o, dp = parts.overlap, parts.data_parallel_s
+    tail, zero3 = 0.0, 0.0
+    if parts.zero_stage == 3:
+        # per microbatch and layer: the parameters gathered for the forward, again for the
+        # backward, the gradients reduce-scattered (a third of the traffic each), each
+        # prefetched behind the compute of its pass (the first layer's never hides)
+        third = dp / 3.0 / parts.microbatches
+        layers = max(1, round(parts.layers_per_stage))
+        zero3 = parts.microbatches * (
+            hidden_behind(third, forward, o, layers)
+            + hidden_behind(2.0 * third, backward, o, layers)
+        )
+    elif parts.zero_stage == 0:
+        tail = hidden_behind(dp, backward, o, parts.buckets)
+    else:
+        # Megatron's distributed optimizer (ZeRO 1, 2) splits the all-reduce into a
+        # reduce-scatter, behind the last microbatch's backward pass, and an all-gather of
+        # the updated parameters, behind the next step's first forward pass
+        # (--overlap-grad-reduce, --overlap-param-gather); each is half the ring all-reduce
+        tail = hidden_behind(dp / 2.0, backward, o, parts.buckets) + hidden_behind(
+            dp / 2.0, forward, o, parts.buckets
+        )
+    sends = parts.pipeline_sends * parts.pipeline_send_s
+    if parts.sends_overlap:
+        sends *= 1.0 - o
+    return tail, zero3, sends, (1.0 - o) * parts.context_parallel_s
+
+
+def compose_at_compute_s(parts: StepParts, compute_s: float) -> StepBreakdown:
+    """The step from its parts with `compute_s` of compute: the one formula of the step."""
+    tail, zero3, sends, context = _exposed_traffic(parts, compute_s)
+    busy = compute_s + parts.tensor_parallel_s + context + sends + zero3
+    bubble = busy * parts.bubble_share
+    step = busy + bubble + tail
+    return StepBreakdown(
+        compute_s,
+        parts.tensor_parallel_s,
+        bubble,
+        parts.data_parallel_s,
+        tail + zero3,
+        step,
+        parts.model_flops / (parts.peak_flops * step),
+        parts.collective,
+        sends,
+        context,
     )
 
 
 def compose_step(parts: StepParts, compute_efficiency: float) -> StepBreakdown:
-    """The step from its parts at a compute efficiency: the one formula of the step."""
-    compute = parts.compute_flops / (parts.peak_flops * compute_efficiency)
-    busy = compute + parts.tensor_parallel_s
-    bubble = busy * parts.bubble_share
-    exposed = exposed_data_parallel_s(parts.data_parallel_s, parts.overlap)
-    step = busy + bubble + exposed
-    return StepBreakdown(
-        compute,
-        parts.tensor_parallel_s,
-        bubble,
-        parts.data_parallel_s,
-        exposed,
-        step,
-        parts.model_flops / (parts.peak_flops * step),
-        parts.collective,
+    """The step from its parts at a compute efficiency."""
+    return compose_at_compute_s(
+        parts, parts.compute_flops / (parts.peak_flops * compute_efficiency)
     )
 
 
 def _compute_s_of(parts: StepParts, step_s: float) -> float:
-    """compose_step solved for the compute time that makes a step of `step_s`."""
-    busy = (step_s - exposed_data_parallel_s(parts.data_parallel_s, parts.overlap)) / (
-        1.0 + parts.bubble_share
+    """compose_step solved for the compute time that makes a step of `step_s` (the step
+    grows with the compute: hiding more never gains more than the compute added); below
+    zero (the traffic alone takes longer) it returns the negative the linear part gives."""
+    at_zero = compose_at_compute_s(parts, 0.0).step_s
+    if at_zero >= step_s:
+        return (step_s - at_zero) / (1.0 + parts.bubble_share)
+    return float(
+        optimize.brentq(
+            lambda c: compose_at_compute_s(parts, c).step_s - step_s,
+            0.0,
+            step_s,
+            xtol=1e-12 * step_s,
+            rtol=1e-14,
+        )
     )
-    return busy - parts.tensor_parallel_s
 
 
 def model_scaling(scenario: Scenario) -> str:
@@ -263,7 +387,9 @@ def describe_mfu_at(mfu_at: dict[str, Any]) -> str:
 def calibration(scenario: Scenario) -> Calibration | None:
     """The compute efficiency that gives `performance.mfu` at its reference configuration
     (None unless the MFU follows the model: see `model_scaling`). Raises CalibrationError
-    when none ≤ 1 does: the communication alone takes more than the stated step."""
+    when none ≤ 1 does: the communication alone takes more than the stated step. With more
+    measured points (`performance.measured`), the efficiency and the overlap fitted to all
+    of them (`fitted_calibration`)."""
     if model_scaling(scenario) != "model":
         return None
     perf_cfg = scenario.performance
@@ -271,8 +397,12 @@ def calibration(scenario: Scenario) -> Calibration | None:
         _configuration_key(scenario),
         perf_cfg.mfu,
         perf_cfg.overlap,
+        perf_cfg.bucket_MB,
         json.dumps(perf_cfg.mfu_at, sort_keys=True, default=str),
+        json.dumps([p.model_dump() for p in perf_cfg.measured], sort_keys=True, default=str),
     )
+    if key not in _CALIBRATIONS and perf_cfg.measured:
+        _CALIBRATIONS[key] = fitted_calibration(scenario)
     if key not in _CALIBRATIONS:
         reference = reference_scenario(scenario)
         parts = step_parts(reference)
@@ -282,19 +412,7 @@ def calibration(scenario: Scenario) -> Calibration | None:
         compute = _compute_s_of(parts, step)
         efficiency = parts.compute_flops / (parts.peak_flops * compute) if compute > 0 else math.inf
         if efficiency > 1.0:
-            exposed = exposed_data_parallel_s(parts.data_parallel_s, parts.overlap)
-            needs = (
-                f"a compute efficiency of {efficiency:.3g}"
-                if math.isfinite(efficiency)
-                else "less than no compute time"
-            )
-            raise CalibrationError(
-                f"mfu {mfu_:g} at {describe_mfu_at(perf_cfg.mfu_at)} means a step of "
-                f"{step:.4g} s, but the model's communication takes {parts.tensor_parallel_s:.4g} s "
-                f"of tensor-parallel all-reduces (x {1 + parts.bubble_share:.4g} with the pipeline "
-                f"bubble) and {exposed:.4g} s of exposed gradient all-reduce: it would need "
-                f"{needs} (at most 1); lower mfu, or set performance.mfu_scaling: fixed"
-            )
+            raise CalibrationError(_unreachable(parts, mfu_, step, efficiency, perf_cfg.mfu_at))
         _CALIBRATIONS[key] = Calibration(
             compute_efficiency=efficiency,
             mfu=mfu_,
@@ -305,6 +423,96 @@ def calibration(scenario: Scenario) -> Calibration | None:
     return _CALIBRATIONS[key]
 
 
+def _measured_parts(scenario: Scenario, at: dict[str, Any], where: str) -> StepParts:
+    """The step's parts where a point was measured: the scenario's `mfu_at` and then the
+    point's own keys applied (`where` names the point in errors)."""
+    perf_cfg = scenario.performance
+    moved = scenario.model_copy(
+        update={"performance": perf_cfg.model_copy(update={"mfu_at": {**perf_cfg.mfu_at, **at}})}
+    )
+    try:
+        reference = reference_scenario(moved)
+    except ValueError as exc:  # pydantic's ValidationError: no valid configuration
+        errors = getattr(exc, "errors", None)
+        first = errors()[0] if callable(errors) else None
+        why = f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}" if first else exc
+        raise CalibrationError(f"{where}: the configuration is not valid: {why}") from None
+    problem = step_problem(reference)
+    if problem is not None:
+        raise CalibrationError(f"{where}: the configuration cannot run: {problem[0]}: {problem[1]}")
+    return step_parts(reference)
+
+
+def fitted_calibration(scenario: Scenario) -> Calibration:
+    """The compute efficiency and overlap that fit `performance.mfu` (at mfu_at) and every
+    point of `performance.measured` best, by least squares on the MFU (scipy), bounded to
+    (0, 1] and [0, 1]: two points fix both, more leave residuals. The fitted model then
+    gives the step everywhere, the measured configurations included."""
+    perf_cfg = scenario.performance
+    assert perf_cfg.mfu is not None
+    measured = [(perf_cfg.mfu, {}, "performance.mfu")] + [
+        (point.mfu, point.at, f"performance.measured.{i}")
+        for i, point in enumerate(perf_cfg.measured)
+    ]
+    cases = [
+        (_measured_parts(scenario, at, where), mfu_, {**perf_cfg.mfu_at, **at})
+        for mfu_, at, where in measured
+    ]
+
+    def mfus(x: np.ndarray) -> np.ndarray:
+        efficiency, overlap = x
+        return np.array(
+            [compose_step(replace(parts, overlap=overlap), efficiency).mfu for parts, _, _ in cases]
+        )
+
+    wanted = np.array([mfu_ for _, mfu_, _ in cases])
+    fit = optimize.least_squares(
+        lambda x: mfus(x) - wanted,
+        x0=[0.6, perf_cfg.overlap],
+        bounds=([1e-3, 0.0], [1.0, 1.0]),
+        x_scale=[0.1, 0.1],
+        xtol=1e-14,
+        ftol=1e-14,
+        gtol=1e-14,
+    )
+    efficiency, overlap = (float(v) for v in fit.x)
+    fitted = mfus(fit.x)
+    first = cases[0][0]
+    return Calibration(
+        compute_efficiency=efficiency,
+        mfu=perf_cfg.mfu,
+        mfu_at=dict(perf_cfg.mfu_at),
+        reference_step_s=first.model_flops / (first.peak_flops * perf_cfg.mfu),
+        at_reference=False,  # the fitted model gives the step everywhere
+        overlap=overlap,
+        points=tuple(
+            FittedPoint(describe_mfu_at(at), mfu_, float(model))
+            for (_, mfu_, at), model in zip(cases, fitted, strict=True)
+        ),
+    )
+
+
+def _unreachable(
+    parts: StepParts, mfu_: float, step_s: float, efficiency: float, mfu_at: dict[str, Any]
+) -> str:
+    """Why no compute efficiency ≤ 1 gives `mfu_`: what the step's traffic takes alone."""
+    traffic = compose_at_compute_s(parts, 0.0)
+    needs = (
+        f"a compute efficiency of {efficiency:.5g}"
+        if math.isfinite(efficiency)
+        else "less than no compute time"
+    )
+    return (
+        f"mfu {mfu_:g} at {describe_mfu_at(mfu_at)} means a step of {step_s:.4g} s, but the "
+        f"model's communication takes {parts.tensor_parallel_s:.4g} s of tensor-parallel "
+        f"all-reduces (x {1 + parts.bubble_share:.4g} with the pipeline bubble), "
+        f"{traffic.pipeline_send_s + traffic.context_parallel_s:.4g} s of pipeline sends and "
+        f"context-parallel traffic and at least {traffic.exposed_data_parallel_s:.4g} s of "
+        f"exposed data-parallel traffic: it would need {needs} (at most 1); lower mfu, "
+        "or set performance.mfu_scaling: fixed"
+    )
+
+
 def _stated_mfu_step_s(scenario: Scenario) -> float:
     assert scenario.performance.mfu is not None
     return model_flops_per_gpu_step(scenario) / (
@@ -312,11 +520,20 @@ def _stated_mfu_step_s(scenario: Scenario) -> float:
     )
 
 
+def model_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
+    """`step_parts` with the overlap the calibration fitted, where it fitted one."""
+    parts = step_parts(scenario, replicas)
+    cal = calibration(scenario)
+    if cal is None or cal.overlap is None:
+        return parts
+    return replace(parts, overlap=cal.overlap)
+
+
 def step_breakdown(scenario: Scenario) -> StepBreakdown:
     """The step's parts. At the configuration `mfu` describes (or with a fixed MFU) they
     add up to the stated MFU's step exactly; elsewhere the calibrated model gives them."""
     perf_cfg = scenario.performance
-    parts = step_parts(scenario)
+    parts = model_parts(scenario)
     if perf_cfg.mfu is None:
         assert perf_cfg.compute_efficiency is not None
         return compose_step(parts, perf_cfg.compute_efficiency)
@@ -324,18 +541,25 @@ def step_breakdown(scenario: Scenario) -> StepBreakdown:
     if cal is not None and not cal.at_reference:
         return compose_step(parts, cal.compute_efficiency)
     step = _stated_mfu_step_s(scenario)
-    compute = max(0.0, _compute_s_of(parts, step))
-    busy = compute + parts.tensor_parallel_s
-    return StepBreakdown(
-        compute,
-        parts.tensor_parallel_s,
-        busy * parts.bubble_share,
-        parts.data_parallel_s,
-        exposed_data_parallel_s(parts.data_parallel_s, parts.overlap),
-        step,
-        perf_cfg.mfu,
-        parts.collective,
+    built = compose_at_compute_s(parts, max(0.0, _compute_s_of(parts, step)))
+    # the solved compute makes the parts add up to the stated step (to rounding): say so
+    return replace(built, step_s=step, mfu=perf_cfg.mfu)
+
+
+def extra_step_s(scenario: Scenario, data_parallel_s: float) -> float:
+    """How much longer the job's step gets when its data-parallel traffic takes
+    `data_parallel_s` instead of the healthy fabric's (a degraded or partly failed fabric):
+    the step composed again at the same compute, so the part the schedule hides stays
+    hidden; infinite when the traffic never ends (a partitioned fabric)."""
+    if math.isinf(data_parallel_s):
+        return math.inf
+    parts = model_parts(scenario)
+    compute = step_breakdown(scenario).compute_s
+    slower = replace(parts, data_parallel_s=data_parallel_s)
+    extra = (
+        compose_at_compute_s(slower, compute).step_s - compose_at_compute_s(parts, compute).step_s
     )
+    return max(0.0, extra)
 
 
 def step_time_s(scenario: Scenario) -> float:
@@ -345,7 +569,7 @@ def step_time_s(scenario: Scenario) -> float:
         cal = calibration(scenario)
         if cal is None or cal.at_reference:
             return _stated_mfu_step_s(scenario)
-        return compose_step(step_parts(scenario), cal.compute_efficiency).step_s
+        return compose_step(model_parts(scenario), cal.compute_efficiency).step_s
     return step_breakdown(scenario).step_s
 
 
@@ -365,7 +589,7 @@ def step_times_by_replicas(scenario: Scenario, lowest: int) -> tuple[float, ...]
     return tuple(
         step_time_s(scenario)
         if replicas == full
-        else compose_step(step_parts(scenario, replicas), efficiency).step_s
+        else compose_step(model_parts(scenario, replicas), efficiency).step_s
         for replicas in range(max(1, lowest), full + 1)
     )
 
@@ -397,43 +621,73 @@ class MemoryUse:
     in_flight: float  # microbatches whose activations the first stage holds (1F1B)
     capacity_GB: float
     interleave: float = 1.0  # × (1 + (p − 1)/(p·v)) with the interleaved schedule
+    zero3_buffers_GB: float = 0.0  # ZeRO-3: gathered parameters and unreduced gradients
 
     @property
     def total_GB(self) -> float:
-        return self.weights_GB + self.gradients_GB + self.optimizer_GB + self.activations_GB
+        return (
+            self.weights_GB
+            + self.gradients_GB
+            + self.optimizer_GB
+            + self.activations_GB
+            + self.zero3_buffers_GB
+        )
+
+
+# Korthikanti et al. 2022 (§4.1): a transformer layer keeps 34·s·b·h bytes of activations
+# (with tensor and sequence parallelism: over t) besides the attention scores' 5·a·s²·b
+KEPT_BYTES_PER_TOKEN_HIDDEN = 34.0
+SCORES_BYTES = 5.0
 
 
 def activation_bytes_per_layer(scenario: Scenario) -> float:
     """Activations one layer keeps for one microbatch on one GPU (Korthikanti et al. 2022,
-    with tensor and sequence parallelism over t GPUs): s·b·h/t · (34 + 5·a·s/h) without
-    recomputation, s·b·h/t · 34 with selective recomputation (the attention core is
-    recomputed), and only the layer's input, 2·s·b·h/t, with full recomputation."""
+    with tensor and sequence parallelism over t GPUs, and context parallelism splitting
+    the sequence over c): s/c·b·h/t · 34 with FlashAttention-style attention (the scores
+    are never stored: `memory.attention: flash`, the default) or selective recomputation
+    (the attention core is recomputed); s/c·b·h/t · (34 + 5·a·s/h) with the scores stored
+    and no recomputation (`memory.attention: stored-scores`); and only the layer's input,
+    2·s/c·b·h/t, with full recomputation."""
     model, para = scenario.model, scenario.parallelism
     assert model.seq_len and model.hidden
     s, b, h, t = model.seq_len, para.micro_batch_size, model.hidden, para.tensor
-    base = s * b * h / t
+    base = s / para.context * b * h / t
     if para.recompute == "full":
         return 2.0 * base
-    if para.recompute == "selective":
-        return 34.0 * base
+    if para.recompute == "selective" or scenario.memory.attention == "flash":
+        return KEPT_BYTES_PER_TOKEN_HIDDEN * base
     heads = model.heads or h / 128
-    return base * (34.0 + 5.0 * heads * s / h)
+    return base * (KEPT_BYTES_PER_TOKEN_HIDDEN + SCORES_BYTES * heads * s / h)
+
+
+def sharding_ranks(scenario: Scenario) -> int:
+    """The ranks ZeRO shards a model state over: the data-parallel replicas, and with
+    context parallelism their context ranks (they hold the same parameters)."""
+    return data_parallel_size(scenario) * scenario.parallelism.context
 
 
 def memory_use(scenario: Scenario) -> MemoryUse:
-    """Model states sharded by tensor × pipeline (and by the data-parallel ranks as the
-    ZeRO stage says: 1 optimizer states, 2 and gradients, 3 and weights; Rajbhandari et al.
-    2020), plus the activations of the first pipeline stage: with 1F1B it holds `pipeline`
-    microbatches of layers/pipeline layers each (all the layers' worth), an interleaved
-    schedule (1 + (p − 1)/(p·v)) times that (Korthikanti et al. 2022, §4.2.3); full
-    recomputation also holds one layer's activations while it is recomputed."""
+    """Model states sharded by tensor × pipeline (and by the data-parallel × context ranks
+    as the ZeRO stage says: 1 optimizer states, 2 and gradients, 3 and weights;
+    Rajbhandari et al. 2020), plus the activations of the first pipeline stage: with 1F1B
+    it holds min(pipeline, microbatches) microbatches of layers/pipeline layers each, an
+    interleaved schedule (1 + (p − 1)/(p·v)) times that (Korthikanti et al. 2022,
+    §4.2.3); full recomputation also holds one layer's activations while it is
+    recomputed. ZeRO-3 adds the buffers of the layer it computes and the one it
+    prefetches (their gathered bf16 parameters) and one layer's gradients before their
+    reduce-scatter."""
     model, para, mem = scenario.model, scenario.parallelism, scenario.memory
-    dp = data_parallel_size(scenario)
+    ranks = sharding_ranks(scenario)
     per_gpu = model.params / (para.tensor * para.pipeline)
     zero = para.zero_stage
-    weights = per_gpu * mem.weight_bytes_per_param / (dp if zero >= 3 else 1)
-    gradients = per_gpu * mem.grad_bytes_per_param / (dp if zero >= 2 else 1)
-    optimizer = per_gpu * mem.optimizer_bytes_per_param / (dp if zero >= 1 else 1)
+    weights = per_gpu * mem.weight_bytes_per_param / (ranks if zero >= 3 else 1)
+    gradients = per_gpu * mem.grad_bytes_per_param / (ranks if zero >= 2 else 1)
+    optimizer = per_gpu * mem.optimizer_bytes_per_param / (ranks if zero >= 1 else 1)
+    buffers = 0.0
+    if zero == 3:
+        layers = model.layers / para.pipeline if model.layers else 1.0
+        per_layer = per_gpu / max(1.0, layers)
+        buffers = per_layer * (2.0 * mem.weight_bytes_per_param + mem.grad_bytes_per_param)
     activations, in_flight, interleave = 0.0, 0.0, 1.0
     m = microbatches(scenario)
     if model.seq_len and model.layers and model.hidden and m:
@@ -454,6 +708,7 @@ def memory_use(scenario: Scenario) -> MemoryUse:
         in_flight,
         scenario.cluster.gpu_spec.memory_GB,
         interleave,
+        buffers / 1e9,
     )
 
 
@@ -479,11 +734,12 @@ def step_problem(scenario: Scenario) -> tuple[str, str] | None:
     model states, and the activations where seq_len and the shape give them, must fit in
     the GPU's memory (an abstract job, without seq_len, has only its model states)."""
     para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
-    per_replica = para.tensor * para.pipeline
+    per_replica = gpus_per_replica(scenario)
     if cluster.gpus % per_replica:
+        product = "tensor*context*pipeline" if para.context > 1 else "tensor*pipeline"
         return (
             "parallelism",
-            f"tensor*pipeline = {per_replica} GPUs per data-parallel replica does not divide "
+            f"{product} = {per_replica} GPUs per data-parallel replica does not divide "
             f"the job's {cluster.gpus} GPUs (cluster.nodes*gpus_per_node = "
             f"{cluster.nodes}*{cluster.gpus_per_node})",
         )
@@ -511,7 +767,7 @@ def _batch_problem(scenario: Scenario) -> tuple[str, str] | None:
     """Whether a job with sequences splits its batch (see `step_problem`)."""
     para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
     assert model.seq_len is not None
-    dp = cluster.gpus // (para.tensor * para.pipeline)
+    dp = cluster.gpus // gpus_per_replica(scenario)
     tokens, seq_len, size = model.global_batch_tokens, model.seq_len, para.micro_batch_size
     if tokens % seq_len:
         return (
@@ -535,12 +791,22 @@ def _batch_problem(scenario: Scenario) -> tuple[str, str] | None:
             f"data-parallel replicas / micro_batch_size {size} = {m:,} microbatches per "
             "replica; drop the key (it follows from the batch) or change micro_batch_size",
         )
-    if m < para.pipeline:
+    if seq_len % para.context:
+        return (
+            "parallelism.context",
+            f"context = {para.context} does not split sequences of model.seq_len = "
+            f"{seq_len:,} into equal parts ({_exact(seq_len / para.context)} tokens each)",
+        )
+    # the interleaved schedule runs with fewer microbatches than stages (Llama 3's modified
+    # schedule, Dubey et al. 2024 §3.3.2, runs 8,192 GPUs with a flexible count); plain
+    # 1F1B never fills its pipeline then
+    if m < para.pipeline and para.virtual_stages == 1:
         return (
             "parallelism.pipeline",
             f"{m:,} microbatches per data-parallel replica ({sequences:,} sequences / {dp:,} "
             f"replicas / micro_batch_size {size}) are fewer than the {para.pipeline} pipeline "
-            "stages: the pipeline never fills; use fewer stages or replicas, or a larger batch",
+            "stages: the pipeline never fills; use fewer stages or replicas, a larger batch, "
+            "or the interleaved schedule (virtual_stages > 1)",
         )
     return None
 
@@ -569,8 +835,9 @@ def _memory_problem(scenario: Scenario) -> tuple[str, str] | None:
         f"model states and activations need {use.total_GB:.1f} GB per GPU, more than the "
         f"{cluster.gpu_spec.name}'s {use.capacity_GB:g} GB: weights {use.weights_GB:.1f} + "
         f"gradients {use.gradients_GB:.1f} + optimizer {use.optimizer_GB:.1f} (zero_stage "
-        f"{para.zero_stage} over {data_parallel_size(scenario):,} data-parallel ranks) + "
-        f"{activations}; raise tensor or pipeline, zero_stage, or set recompute: full",
+        f"{para.zero_stage} over {sharding_ranks(scenario):,} data-parallel ranks) + "
+        + (f"ZeRO-3 buffers {use.zero3_buffers_GB:.1f} + " if use.zero3_buffers_GB else "")
+        + f"{activations}; raise tensor or pipeline, zero_stage, or set recompute: full",
     )
 
 
@@ -590,7 +857,8 @@ def storage_problem(scenario: Scenario) -> tuple[str, str] | None:
 
 
 def gpus_per_replica(scenario: Scenario) -> int:
-    return scenario.parallelism.tensor * scenario.parallelism.pipeline
+    para = scenario.parallelism
+    return para.tensor * para.context * para.pipeline
 
 
 def data_parallel_size(scenario: Scenario) -> int:
@@ -863,6 +1131,50 @@ class Calculation:
     bubble_share: float = 0.0
     memory_GB: float = 0.0  # what one GPU needs (model states and activations)
     gpu_memory_GB: float = 0.0
+    tokens: float = 0.0  # trained
+    effective_pflops: float = 0.0  # the whole job's model FLOPs per second, in PFLOP/s
+    # FLOPs per token: 6N (the dense matmuls) + 12·L·h·T (attention); None when given
+    dense_flops_per_token: float | None = None
+    attention_flops_per_token: float | None = None
+    # where the step's time goes: seconds by part (compute, pipeline bubble, exposed
+    # data-parallel, pipeline sends, tensor-parallel, context-parallel), adding up to it
+    step_parts_s: dict[str, float] | None = None
+    daly_expected_cost_usd: float = 0.0  # job and spares for Daly's expected wall time
+    # the best BF16 GEMM efficiency measured on this GPU, and a warning when the
+    # calibration needs more
+    best_gemm_efficiency: float | None = None
+    efficiency_warning: str | None = None
+    fitted_overlap: float | None = None  # fitted with the efficiency to measured points
+    fitted_points: list[dict[str, Any]] | None = None  # where, measured, fitted
+
+
+def flops_per_token_parts(scenario: Scenario) -> tuple[float, float] | None:
+    """(6N, 12·L·h·T) of `flops_per_token`, or None when model.flops_per_token gives it."""
+    model = scenario.model
+    if model.flops_per_token is not None:
+        return None
+    attention = 0.0
+    if model.layers and model.hidden and model.seq_len:
+        attention = 12.0 * model.layers * model.hidden * model.seq_len
+    return 6.0 * model.params, attention
+
+
+def efficiency_warning(scenario: Scenario) -> str | None:
+    """Why the compute efficiency the step model runs at is suspect: above the best share of
+    peak a BF16 dense GEMM has been measured to reach on this GPU (hardware.GpuSpec), which
+    a whole step, with its attention, norms and launches, does not beat."""
+    cal = calibration(scenario)
+    efficiency = cal.compute_efficiency if cal else scenario.performance.compute_efficiency
+    gpu = scenario.cluster.gpu_spec
+    best = gpu.best_gemm_efficiency
+    if efficiency is None or best is None or efficiency <= best:
+        return None
+    how = "calibrated to performance.mfu" if cal else "given"
+    return (
+        f"the compute efficiency {efficiency:.3f} ({how}) is above {best:.3f}, the best share "
+        f"of peak a BF16 dense GEMM has been measured to reach on the {gpu.name}: the stated "
+        "MFU is optimistic, or the model's communication is overestimated here"
+    )
 
 
 def calculate(scenario: Scenario) -> Calculation:
@@ -907,7 +1219,39 @@ def calculate(scenario: Scenario) -> Calculation:
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         cost_per_1B_tokens_usd=cost / (scenario.model.tokens / 1e9),
         **_calibration_fields(scenario),
+        **_calculator_extras(scenario, billed_gpus),
     )
+
+
+def _calculator_extras(scenario: Scenario, billed_gpus: int) -> dict[str, Any]:
+    """The calculator's rows beyond the cost: tokens, cluster throughput, FLOPs per token by
+    term, where the step goes, the cost with failures, the efficiency check."""
+    breakdown = step_breakdown(scenario)
+    parts = flops_per_token_parts(scenario)
+    cal = calibration(scenario)
+    peak_PFLOP_s = scenario.cluster.gpu_spec.peak_tflops / 1e3
+    return {
+        "tokens": scenario.model.tokens,
+        "effective_pflops": mfu(scenario) * peak_PFLOP_s * scenario.cluster.gpus,
+        "dense_flops_per_token": parts[0] if parts else None,
+        "attention_flops_per_token": parts[1] if parts else None,
+        "step_parts_s": {
+            name: share * breakdown.step_s for name, share in breakdown.shares().items()
+        },
+        "daly_expected_cost_usd": billed_gpus
+        * expected_wall_s(scenario)
+        / HOUR_S
+        * scenario.cost.gpu_hour_usd,
+        "best_gemm_efficiency": scenario.cluster.gpu_spec.best_gemm_efficiency,
+        "efficiency_warning": efficiency_warning(scenario),
+        "fitted_overlap": cal.overlap if cal else None,
+        "fitted_points": [
+            {"where": p.where, "measured_mfu": p.measured_mfu, "fitted_mfu": p.fitted_mfu}
+            for p in cal.points
+        ]
+        if cal and cal.points
+        else None,
+    }
 
 
 def _calibration_fields(scenario: Scenario) -> dict[str, Any]:
@@ -945,6 +1289,7 @@ class FabricReport:
     breakdown: StepBreakdown  # healthy fabric
     step_s: float  # with the what-ifs: the extra exposed all-reduce time added
     mfu: float
+    routing: str = ""  # the flow model's routing between leaves, in words
 
 
 def fabric_report(
@@ -961,10 +1306,17 @@ def fabric_report(
         else healthy
     )
     breakdown = step_breakdown(scenario)
-    step = breakdown.step_s + (1.0 - scenario.performance.overlap) * (
-        what_if.seconds - healthy.seconds
+    step = breakdown.step_s + extra_step_s(
+        scenario, breakdown.data_parallel_s + what_if.seconds - healthy.seconds
     )
     mfu = model_flops_per_gpu_step(scenario) / (scenario.cluster.gpu_spec.peak_tflops * 1e12 * step)
     return FabricReport(
-        tree, network.gradient_allreduce(scenario), what_if, healthy, breakdown, step, mfu
+        tree,
+        network.gradient_allreduce(scenario),
+        what_if,
+        healthy,
+        breakdown,
+        step,
+        mfu,
+        fabric.ROUTING_WORDS[scenario.network.routing],
     )

@@ -740,13 +740,15 @@ def calculation_rows(c: perf.Calculation) -> list[tuple[str, str]]:
     """The calculator's answer as (quantity, value with unit) rows."""
     return [
         ("GPUs (data-parallel replicas)", f"{c.gpus:,} ({c.data_parallel_size})"),
-        ("FLOPs per token", f"{c.flops_per_token:.4g}"),
+        ("FLOPs per token", _flops_per_token_text(c)),
+        ("tokens trained", f"{c.tokens:.4g}"),
         ("optimizer steps", f"{c.total_steps:,}"),
         ("step time", f"{c.step_time_s:.3f} s"),
         ("tokens/s", f"{c.tokens_per_s:,.0f}"),
         ("MFU", f"{c.mfu:.3f}"),
         *step_model_rows(c),  # how that MFU follows from the configuration
         ("effective TFLOPS per GPU", f"{c.effective_tflops_per_gpu:.1f}"),
+        ("effective PFLOP/s (the job)", f"{c.effective_pflops:,.1f}"),
         ("ideal time to train", f"{c.ideal_days:.2f} days"),
         ("checkpoint size", f"{c.checkpoint_GB:,.0f} GB"),
         ("checkpoint write / load", f"{c.checkpoint_write_s:.1f} s / {c.checkpoint_load_s:.1f} s"),
@@ -764,9 +766,22 @@ def calculation_rows(c: perf.Calculation) -> list[tuple[str, str]]:
             f"{c.daly_expected_days:.2f} days (first-order, no detection/repair)",
         ),
         ("GPU-hours (job + spares, ideal)", f"{c.ideal_gpu_hours:,.0f}"),
+        ("cost per GPU-hour", f"${c.gpu_hour_usd:.2f}"),
         ("cost (ideal)", f"${c.ideal_cost_usd:,.0f} at ${c.gpu_hour_usd:.2f}/GPU-hour"),
+        ("cost with failures (Daly, first order)", f"${c.daly_expected_cost_usd:,.0f}"),
         ("cost per 1B tokens", f"${c.cost_per_1B_tokens_usd:,.2f}"),
     ]
+
+
+def _flops_per_token_text(c: perf.Calculation) -> str:
+    """FLOPs per token, with its terms when the model's shape gives them (a 6·N·D check
+    by hand otherwise looks off by the attention term)."""
+    if c.dense_flops_per_token is None:
+        return f"{c.flops_per_token:.4g} (model.flops_per_token)"
+    return (
+        f"{c.flops_per_token:.4g} = 6N {c.dense_flops_per_token:.4g} + attention 12·L·h·T "
+        f"{c.attention_flops_per_token or 0.0:.4g}"
+    )
 
 
 def step_model_rows(c: perf.Calculation) -> list[tuple[str, str]]:

@@ -93,6 +93,9 @@ class ModelConfig(_Section):
     # attention heads: only the memory check without recomputation needs them (the attention
     # scores' 5·a·s/h term); default hidden / 128 (a head dimension of 128, as Llama's)
     heads: Count | None = None
+    # key/value heads (grouped-query attention): the context-parallel ring's traffic moves
+    # keys and values; default: heads (multi-head attention)
+    kv_heads: Count | None = None
     flops_per_token: Annotated[float, Field(gt=0, le=1e18)] | None = None
 
 
@@ -162,6 +165,9 @@ class ParallelismConfig(_Section):
     zero_stage: Literal[0, 1, 2, 3] = 1
     # activation recomputation: none, selective (the attention core), full (whole layers)
     recompute: Literal["none", "selective", "full"] = "selective"
+    # context parallelism: GPUs that split each sequence (ring attention, Megatron's CP):
+    # a data-parallel replica is tensor x context x pipeline GPUs
+    context: Count = 1
 
 
 # The keys that describe the configuration a step runs on (`performance.mfu_at` names them).
@@ -183,6 +189,23 @@ NOT_STEP_KEYS = ("model.tokens",) + tuple(
 )
 
 
+class MeasuredPoint(_Section):
+    """One more measured MFU (`performance.measured`): the value and where it differs from
+    the configuration `mfu` was measured at (dotted configuration keys, as mfu_at)."""
+
+    mfu: Efficiency
+    at: dict[str, Any] = {}
+
+    @field_validator("at")
+    @classmethod
+    def _configuration_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            problem = _configuration_key_problem(key)
+            if problem:
+                raise KeyPathError(str(key), problem)
+        return value
+
+
 class PerformanceConfig(_Section):
     """Exactly one of `mfu` (the MFU at this configuration; other sizes follow the built-up
     model) or `compute_efficiency` (matmul efficiency; MFU then follows from the bubble and
@@ -190,13 +213,23 @@ class PerformanceConfig(_Section):
 
     mfu: Efficiency | None = None
     compute_efficiency: Efficiency | None = None
+    # the best share of the compute running beside a data-parallel, ZeRO-3 or interleaved
+    # pipeline transfer that the framework hides it behind (sim.perf: only the compute that
+    # runs while the transfer is in flight can hide it)
     overlap: Annotated[float, Field(ge=0, le=1)] = 0.8
+    # gradient buckets the data-parallel reduction is issued in (Megatron's default bucket
+    # holds 40M parameters: 80 MB of bf16 gradients); the last bucket is never hidden
+    bucket_MB: Annotated[float, Field(gt=0, le=1e6)] = 80.0
     # model: `mfu` is calibrated at its configuration and the step follows the built-up
     # model elsewhere; fixed: the same MFU at every configuration
     mfu_scaling: Literal["model", "fixed"] = "model"
     # configuration keys (dotted) and the values at which `mfu` was measured, where they
     # differ from this document (null: the key not given, its default); empty: this document
     mfu_at: dict[str, Any] = {}
+    # more measured points (a scaling test): with them the model's free figures (the
+    # compute efficiency and the overlap) are fitted to `mfu` and all of these by least
+    # squares, and the fitted model gives the step everywhere (sim.perf.calibration)
+    measured: list[MeasuredPoint] = []
 
     @field_validator("mfu_at")
     @classmethod
@@ -211,6 +244,12 @@ class PerformanceConfig(_Section):
     def _one_mode(self) -> PerformanceConfig:
         if (self.mfu is None) == (self.compute_efficiency is None):
             raise ValueError("give exactly one of mfu or compute_efficiency")
+        if self.measured and (self.mfu is None or self.mfu_scaling == "fixed"):
+            raise KeyPathError(
+                "measured",
+                "more measured points calibrate the step model with mfu: give mfu (at its "
+                "configuration, mfu_at) with mfu_scaling: model",
+            )
         return self
 
 
@@ -258,6 +297,11 @@ class NetworkConfig(_Section):
     # nccl-tests: ~370 GB/s intra-node busbw of 450 GB/s per direction on H100 NVLink
     nvlink_efficiency: Efficiency = 0.82
     placement: Literal["contiguous", "scattered"] = "contiguous"
+    # how the flow model routes between leaves: adaptive (adaptive routing / ECMP spraying
+    # as a fluid: a leaf's traffic spreads over all its surviving uplinks, so a failed
+    # spine or cable costs its share of them) or static (the subnet manager's
+    # destination-mod-k routes: a failed part's flows move onto the next port)
+    routing: Literal["adaptive", "static"] = "adaptive"
 
     @field_validator("switch_radix")
     @classmethod
@@ -553,6 +597,10 @@ class MemoryConfig(_Section):
     weight_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 2.0
     grad_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 4.0
     optimizer_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 12.0
+    # attention activations: flash (FlashAttention-style kernels: the scores are never
+    # stored, the default of modern stacks) or stored-scores (the a·s² scores, softmax and
+    # dropout mask kept for the backward pass: Korthikanti et al. 2022's 5·a·s/h term)
+    attention: Literal["flash", "stored-scores"] = "flash"
 
 
 class CostConfig(_Section):

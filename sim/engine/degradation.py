@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from sim import fabric, network
+from sim import fabric, network, perf
 from sim.schema import Scenario
 
 
@@ -27,7 +27,6 @@ class FabricDegradation:
     def __init__(self, scenario: Scenario):
         self.scenario = scenario
         self.size = network.gradient_bytes_per_rank(scenario)
-        self.exposure = 1.0 - scenario.performance.overlap
         laid = fabric.traffic(scenario, self.size)
         fabric_, phases = laid.fabric, laid.phases
         self.cables = [
@@ -41,6 +40,10 @@ class FabricDegradation:
             + [f"core{i}" for i in range(fabric_.tree.cores)]
         )
         used_links = {fabric_.names[i] for phase in phases for path in phase.paths for i in path}
+        # adaptive routing: a spread pipe uses every cable in it (and their switches)
+        used_links |= {
+            cable for pipe in used_links & fabric_.members.keys() for cable in fabric_.members[pipe]
+        }
         self.used = {n for n in used_links if "-" in n}
         self.used |= {
             part
@@ -51,6 +54,7 @@ class FabricDegradation:
         self.leaf_down = fabric_.tree.leaf_down
         self.rails = fabric_.rails
         self.healthy_s = fabric.simulate_collective(scenario, self.size).seconds
+        self.data_parallel_s = perf.step_parts(scenario).data_parallel_s
         self._cache: dict[frozenset[str], float] = {frozenset(): 0.0}
 
     def nodes_under_leaf(self, leaf: int, nodes: int) -> tuple[int, ...]:
@@ -67,7 +71,10 @@ class FabricDegradation:
                 ).seconds
             except fabric.FabricPartitioned:
                 seconds = math.inf  # partitioned: no path left for some flow until a repair
-            self._cache[failed] = self.exposure * max(0.0, seconds - self.healthy_s)
+            # the step model says how much of the slower traffic the schedule still hides
+            self._cache[failed] = perf.extra_step_s(
+                self.scenario, self.data_parallel_s + max(0.0, seconds - self.healthy_s)
+            )
         return self._cache[failed]
 
 

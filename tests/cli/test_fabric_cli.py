@@ -56,12 +56,31 @@ def test_a_leaf_or_a_nic_cable_cannot_fail_here(tmp_path):
 
 
 def test_a_cable_fails_by_name(tmp_path):
+    # adaptive routing (the default): leaf0's other 31 uplinks carry its few crossing flows
     r = fabric("--fail-switch", "leaf0-spine0", "--json", tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    g = json.loads(r.stdout)["gradient_allreduce"]
+    assert g["routing"] == "adaptive" and g["simulated_s"] == g["healthy_simulated_s"]
+    # static routing: its flows reroute onto a busy cable
+    r = fabric(
+        "--fail-switch",
+        "leaf0-spine0",
+        "--set",
+        "network.routing=static",
+        "--json",
+        tmp_path=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     g = doc["gradient_allreduce"]
-    assert g["simulated_s"] > g["healthy_simulated_s"]  # its flows reroute onto a busy cable
+    assert g["simulated_s"] > g["healthy_simulated_s"]
     assert all(not b["name"].startswith("leaf0-spine0.") for b in doc["bottlenecks"])
+
+
+def test_fabric_says_which_routing_it_assumes(tmp_path):
+    r = fabric(tmp_path=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "routing (network.routing)" in r.stdout and "adaptive: flows spread" in r.stdout
 
 
 def test_a_fabric_cut_in_two_is_reported_as_a_partition(tmp_path):
@@ -72,8 +91,11 @@ def test_a_fabric_cut_in_two_is_reported_as_a_partition(tmp_path):
 
 
 def test_the_link_table_shows_the_rate_each_flow_gets(tmp_path):
-    healthy = json.loads(fabric("--json", tmp_path=tmp_path).stdout)["bottlenecks"]
-    r = fabric("--degrade", "leaf0-spine0=0.5", "--json", tmp_path=tmp_path)
+    # static routes: the flows on the halved cable stay on it (adaptive routing would
+    # spread them over leaf0's other uplinks)
+    static = ("--set", "network.routing=static")
+    healthy = json.loads(fabric("--json", *static, tmp_path=tmp_path).stdout)["bottlenecks"]
+    r = fabric("--degrade", "leaf0-spine0=0.5", "--json", *static, tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
     links = json.loads(r.stdout)["bottlenecks"]
     line = healthy[0]["share_GB_s"]
@@ -88,7 +110,7 @@ def test_the_link_table_shows_the_rate_each_flow_gets(tmp_path):
         if b["name"].startswith("node"):  # a NIC link listed is one its flows fill
             assert b["share_GB_s"] == pytest.approx(line)
     # the printed table: the NIC links that carry the halved flow are not listed half-empty
-    text = fabric("--degrade", "leaf0-spine0=0.5", tmp_path=tmp_path)
+    text = fabric("--degrade", "leaf0-spine0=0.5", *static, tmp_path=tmp_path)
     assert text.returncode == 0, text.stderr
     table = text.stdout[text.stdout.index("most loaded links") :]
     rows = [row for row in table.splitlines() if "node" in row or "leaf" in row]

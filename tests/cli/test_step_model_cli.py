@@ -68,7 +68,7 @@ REFUSALS = {
     "mfu no efficiency reaches": (
         ["--set", "performance.mfu=0.95"],
         "performance.mfu",
-        ["mfu 0.95", "step of 1.971 s", "compute efficiency of 2.31"],
+        ["mfu 0.95", "step of 1.971 s", "compute efficiency of 2.7439"],
     ),
     "mfu_at key": (
         ["--set", "performance.mfu_at={cluster.nodez: 64}"],
@@ -116,9 +116,9 @@ def test_calc_prints_the_calibration_and_the_mfu_it_runs_at():
     assert r.returncode == 0, r.stderr
     text = r.stdout
     assert "2,048 (64)" in text  # GPUs (data-parallel replicas)
-    assert "0.411" in text.split("MFU model")[0].split("MFU")[-1]  # the MFU at 256 nodes
+    assert "0.405" in text.split("MFU model")[0].split("MFU")[-1]  # the MFU at 256 nodes
     assert "built up, calibrated at cluster.nodes=128" in text
-    assert "0.666 (calibrated: MFU 0.45 there)" in text
+    assert "0.685 (calibrated: MFU 0.45 there)" in text
     assert "16 (pipeline bubble 18.8%)" in text
     assert "24.9 of 80 GB" in text
     own = calc(REFERENCE).stdout
@@ -131,8 +131,8 @@ def test_calc_json_carries_the_calibration():
     (point,) = json.loads(r.stdout)["points"]
     assert point["mfu_scaling"] == "model"
     assert point["mfu_at"] == {"cluster.nodes": 128} and point["reference_mfu"] == 0.45
-    assert point["compute_efficiency"] == pytest.approx(0.666, abs=5e-4)
-    assert point["mfu"] == pytest.approx(0.411, abs=5e-4)
+    assert point["compute_efficiency"] == pytest.approx(0.6855, abs=5e-4)
+    assert point["mfu"] == pytest.approx(0.4047, abs=5e-4)
     assert point["microbatches"] == 16.0 and point["bubble_share"] == 3 / 16
     fixed = calc(REFERENCE, "--set", "cluster.nodes=256", "--set",
                  "performance.mfu_scaling=fixed", "--json")  # fmt: skip
@@ -147,3 +147,91 @@ def test_calc_says_in_one_line_that_an_abstract_job_keeps_its_mfu(tmp_path):
     lines = [line for line in r.stdout.splitlines() if "abstract job" in line]
     assert len(lines) == 1 and "MFU model" in lines[0] and "no model.seq_len" in lines[0]
     assert "microbatches per replica" not in r.stdout
+
+
+def test_calc_says_where_the_step_goes_and_what_a_token_costs():
+    r = calc(REFERENCE, "--set", "cluster.nodes=256")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    # 6N + 12·L·h·T: 6 x 70e9 = 4.2e11 and 12 x 80 x 8,192 x 4,096 = 3.221e10
+    assert "4.522e+11 = 6N 4.2e+11 + attention 12·L·h·T 3.221e+10" in text
+    assert "tokens trained" in text and "1.4e+12" in text
+    assert "cost per GPU-hour" in text and "cost with failures (Daly, first order)" in text
+    # the job's model FLOPs per second: MFU x 989.4 TFLOPS x 2,048 GPUs
+    pflops = float(text.split("effective PFLOP/s (the job)")[1].split("│")[1].replace(",", ""))
+    mfu = float(text.split("MFU model")[0].split("MFU")[-1].split("│")[1])
+    assert pflops == pytest.approx(mfu * 989.4 * 2048 / 1e3, rel=2e-3)
+    table = text[text.index("where the step's time goes") :]
+    for part in ("compute", "pipeline bubble", "exposed data-parallel", "pipeline sends",
+                 "tensor-parallel"):  # fmt: skip
+        assert part in table
+    (point,) = json.loads(calc(REFERENCE, "--set", "cluster.nodes=256", "--json").stdout)["points"]
+    assert sum(point["step_parts_s"].values()) == pytest.approx(point["step_time_s"], rel=1e-9)
+    assert point["dense_flops_per_token"] == 4.2e11
+    assert point["effective_pflops"] == pytest.approx(point["mfu"] * 989.4 * 2048 / 1e3)
+
+
+def test_calc_warns_above_the_best_measured_gemm_efficiency():
+    """An MFU that needs more than the 80.3% of peak H100 BF16 GEMMs reach (MAMF)."""
+    seven = str(ROOT / "scenarios/llama7b-128.yaml")
+    r = calc(seven, "--set", "performance.mfu=0.85")
+    assert r.returncode == 0, r.stderr
+    assert "warning: the compute efficiency 0.85" in r.stderr and "above 0.803" in r.stderr
+    assert "warning" not in calc(seven).stderr
+
+
+def test_calc_prints_the_fit_to_measured_points(tmp_path):
+    doc = yaml.safe_load(Path(REFERENCE).read_text())
+    doc["performance"] = {
+        "mfu": 0.46,
+        "measured": [
+            {"mfu": 0.45, "at": {"cluster.nodes": 128}},
+            {"mfu": 0.41, "at": {"cluster.nodes": 256}},
+        ],
+    }
+    doc["cluster"]["nodes"] = 64
+    (tmp_path / "fit.yaml").write_text(yaml.safe_dump(doc))
+    r = calc("fit.yaml", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    table = r.stdout[r.stdout.index("fitted to the measured points") :]
+    assert "cluster.nodes=256" in table and "0.4100" in table and "residual" in table
+
+
+def test_calc_beside_a_run_gives_the_cost_its_replicas_measured(tmp_path):
+    """calc --run: the mean and p95 of the run's cost_usd (recomputed from its table),
+    beside Daly's first-order estimate; a run of another scenario is refused, exit 2."""
+    import pandas as pd
+
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    r = cli_in_process(
+        [
+            "run",
+            "tiny.yaml",
+            "--replicas",
+            "8",
+            "--workers",
+            "1",
+            "--out",
+            "out",
+            "--no-progress",
+        ],  # fmt: skip
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    (run,) = (tmp_path / "out" / "tiny").iterdir()
+    costs = pd.read_parquet(run / "replicas.parquet")["cost_usd"]
+    out = calc("tiny.yaml", "--run", str(run), "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (point,) = json.loads(out.stdout)["points"]
+    assert point["run_cost_usd"]["replicas"] == 8
+    assert point["run_cost_usd"]["mean"] == pytest.approx(costs.mean(), rel=1e-12)
+    assert point["run_cost_usd"]["p95"] == pytest.approx(costs.quantile(0.95), rel=1e-12)
+    text = calc("tiny.yaml", "--run", str(run), cwd=tmp_path).stdout
+    assert "cost with failures (the run: 8 replicas)" in text
+    other = dict(TINY, name="other")
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    refused = calc("other.yaml", "--run", str(run), cwd=tmp_path)
+    assert refused.returncode == 2 and "give a run of this scenario" in refused.stderr
+    missing = calc("tiny.yaml", "--run", str(tmp_path), cwd=tmp_path)
+    assert missing.returncode == 2 and "run.json" in missing.stderr
+    assert "Traceback" not in missing.stderr + refused.stderr

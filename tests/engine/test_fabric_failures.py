@@ -10,12 +10,14 @@ from tests.conftest import identity_error, tiny
 
 # 4 nodes x 2 GPUs, TP2: two data-parallel rings of 4 nodes, one per rail. Radix 4: a leaf
 # holds one rail of 2 nodes; the nodes are scattered so that every ring hop crosses between
-# leaves and each leaf's two uplinks carry one flow each (losing one doubles up the other). Step 0.5 s, 1,000
-# steps, 10 checkpoints of 10 s: 600 s without failures.
+# leaves and each leaf's two uplinks carry one flow each (losing one doubles up the other:
+# static routing, network.routing: static; adaptive routing would spread the two flows
+# over the leaf's surviving uplinks). Step 0.5 s, 1,000 steps, 10 checkpoints of 10 s:
+# 600 s without failures.
 FABRIC = dict(
     cluster={"nodes": 8, "gpus_per_node": 2, "spare_nodes": 4},
     parallelism={"tensor": 2},
-    network={"switch_radix": 8, "placement": "scattered"},
+    network={"switch_radix": 8, "placement": "scattered", "routing": "static"},
     performance={"overlap": 0.0},
     failures=[
         {"name": "cable", "scope": "link", "mtbf_hours": 1e15, "repair_hours": 0.05},

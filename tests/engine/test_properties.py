@@ -422,12 +422,13 @@ def test_a_node_failure_during_the_final_drain_takes_the_final_snapshot_again():
 
 def fabric_plan(**checkpoint) -> tuple:
     """8 nodes x 2 GPUs on a radix-8 fat tree (step 0.25 s), a cable class and a crash class;
-    and the cable whose loss slows the steps most."""
+    and the cable whose loss slows the steps most (static routing: its flows move onto a
+    busy cable; adaptive routing would spread them over the leaf's other uplinks)."""
     plan = build_plan(
         tiny(
             cluster={"nodes": 8, "gpus_per_node": 2, "spare_nodes": 4},
             parallelism={"tensor": 2},
-            network={"switch_radix": 8, "placement": "scattered"},
+            network={"switch_radix": 8, "placement": "scattered", "routing": "static"},
             performance={"overlap": 0.0},
             checkpoint=checkpoint,
             failures=[

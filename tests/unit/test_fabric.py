@@ -18,9 +18,18 @@ from tests.conftest import ROOT
 BASE = load_scenario(ROOT / "scenarios/llama70b-1k.yaml").base
 
 
-def scenario(nodes=128, oversubscription=1.0, placement="contiguous", tensor=8, pipeline=1):
+def scenario(
+    nodes=128,
+    oversubscription=1.0,
+    placement="contiguous",
+    tensor=8,
+    pipeline=1,
+    routing="static",
+):
+    """The reference job on `nodes` nodes; static routing unless asked (the tests of
+    destination-mod-k routes and their reroutes; the adaptive ones say so)."""
     net = BASE.network.model_copy(
-        update={"oversubscription": oversubscription, "placement": placement}
+        update={"oversubscription": oversubscription, "placement": placement, "routing": routing}
     )
     para = BASE.parallelism.model_copy(update={"tensor": tensor, "pipeline": pipeline})
     cluster = BASE.cluster.model_copy(update={"nodes": nodes})
@@ -208,3 +217,74 @@ def test_link_loads_show_the_rate_each_flow_gets():
     assert crossing
     ends = {(f.names[p[0]], f.directions[p[0]]) for p in crossing}
     assert ends and not ends & listed
+
+
+# --------------------------------------------------------------------------- adaptive routing
+
+
+def test_adaptive_routing_spreads_over_a_leafs_uplinks():
+    s = scenario(nodes=512, placement="scattered", routing="adaptive")
+    f, routing = fabric.build_fabric(s)
+    far = int(np.flatnonzero(f.position == 511)[0])
+    names = [f.names[i] for i in fabric.route(f, routing, (0, 0), (far, 0))]
+    # NIC, the source leaf's pipe, its pod's pipe to the cores, the destination pod's and
+    # leaf's pipes, NIC
+    assert names[1].endswith(".uplinks") and names[2].startswith("pod") and len(names) == 6
+    leaf = names[1]
+    assert len(f.members[leaf]) == f.tree.leaf_up
+    assert f.capacity_GB_s[f.id(leaf, "up")] == pytest.approx(
+        f.tree.leaf_up * network.nic_GB_s(s.network), rel=1e-12
+    )
+
+
+def test_a_lost_spine_costs_its_share_with_adaptive_routing():
+    """Crossing traffic held by the leaves' uplinks (oversubscribed 3:1, scattered): a leaf
+    has 16 uplinks over 6 spines, 3 of them to spine0, so spine0 down takes 3/16 of every
+    leaf's uplinks, every crossing flow runs at 13/16 of its rate and the ring's bandwidth
+    time grows by 16/13; static routing piles the lost spine's flows onto the next port."""
+
+    def seconds(routing, failed=None):
+        s = scenario(oversubscription=3.0, placement="scattered", routing=routing)
+        result = fabric.simulate_collective(s, 4e9, failed_switches=failed)
+        latency = fabric.traffic(s, 4e9).latency_s
+        return result.seconds - latency
+
+    f, _ = fabric.build_fabric(scenario(oversubscription=3.0, placement="scattered"))
+    uplinks = [c for c in f.names if c.startswith("leaf0-spine")][::2]  # up and down: once
+    lost = [c for c in uplinks if c.startswith("leaf0-spine0.")]
+    assert (len(uplinks), len(lost), f.tree.spines) == (16, 3, 6)
+    healthy = seconds("adaptive")
+    assert seconds("adaptive", {"spine0"}) == pytest.approx(healthy * 16 / 13, rel=1e-9)
+    assert seconds("static", {"spine0"}) > 1.1 * seconds("static")
+
+
+def test_the_reference_fabric_loses_nothing_to_one_spine_when_routing_adapts():
+    """trainsim fabric llama70b-1k-fabric.yaml --fail-switch spine0: statically the
+    all-reduce doubles (the survivors of one spine pile onto another); spread over the 15
+    surviving spines the ring, mostly inside leaves, does not notice."""
+    s = load_scenario(ROOT / "scenarios/llama70b-1k-fabric.yaml").base
+    size = network.gradient_bytes_per_rank(s)
+    healthy = fabric.simulate_collective(s, size).seconds
+    assert fabric.simulate_collective(s, size, failed_switches={"spine0"}).seconds == healthy
+    static = s.model_copy(update={"network": s.network.model_copy(update={"routing": "static"})})
+    assert fabric.simulate_collective(static, size, failed_switches={"spine0"}).seconds > 1.9 * (
+        healthy
+    )
+
+
+def test_the_engine_sees_a_spine_that_adaptive_routing_spreads_over():
+    """A spread pipe uses every cable in it: the engine's degradation asks the flow model
+    when any of them (or its spine) fails, and the step model says what the step loses."""
+    from sim import perf
+    from sim.engine.degradation import FabricDegradation
+
+    s = scenario(oversubscription=3.0, placement="scattered", routing="adaptive")
+    degradation = FabricDegradation(s)
+    assert "spine0" in degradation.used and "leaf0-spine0.0" in degradation.used
+    size = network.gradient_bytes_per_rank(s)
+    slower = fabric.simulate_collective(s, size, failed_switches={"spine0"}).seconds
+    healthy = fabric.simulate_collective(s, size).seconds
+    assert slower > healthy
+    extra = perf.extra_step_s(s, perf.step_parts(s).data_parallel_s + slower - healthy)
+    assert degradation.extra_step_s(frozenset({"spine0"})) == pytest.approx(extra, rel=1e-12)
+    assert extra > 0

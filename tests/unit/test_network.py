@@ -91,9 +91,11 @@ def test_compute_efficiency_mode_gives_a_published_mfu():
         + breakdown.tensor_parallel_s
         + breakdown.bubble_s
         + breakdown.exposed_data_parallel_s
+        + breakdown.pipeline_send_s
+        + breakdown.context_parallel_s
     )
     assert breakdown.bubble_s == pytest.approx(
-        (breakdown.compute_s + breakdown.tensor_parallel_s) * 3 / 32
+        (breakdown.compute_s + breakdown.tensor_parallel_s + breakdown.pipeline_send_s) * 3 / 32
     )
     assert perf.mfu(compute_mode()) == breakdown.mfu
 
@@ -101,12 +103,17 @@ def test_compute_efficiency_mode_gives_a_published_mfu():
 def test_slower_links_lower_the_mfu():
     hdr, ndr, xdr = (perf.mfu(compute_mode(f"network.link_Gb_s={g}")) for g in (200, 400, 800))
     assert hdr < ndr < xdr
-    # with less overlap the fabric matters more
-    hdr0, ndr0 = (
-        perf.mfu(compute_mode(f"network.link_Gb_s={g}", "performance.overlap=0"))
+    # the all-reduce outlasts what the last microbatch's backward hides (0.8 of it), so
+    # the whole of a slower fabric's extra time shows, whatever the overlap
+    steps = {
+        (g, o): perf.step_time_s(compute_mode(f"network.link_Gb_s={g}", f"performance.overlap={o}"))
         for g in (200, 400)
+        for o in (0, 0.8)
+    }
+    assert steps[200, 0.8] - steps[400, 0.8] == pytest.approx(
+        steps[200, 0] - steps[400, 0], rel=1e-9
     )
-    assert ndr0 - hdr0 > ndr - hdr
+    assert steps[400, 0] > steps[400, 0.8]
 
 
 def test_derived_mfu_sees_placement_and_oversubscription():
@@ -114,4 +121,21 @@ def test_derived_mfu_sees_placement_and_oversubscription():
     assert perf.mfu(compute_mode("network.oversubscription=3")) == pytest.approx(contiguous)
     scattered = perf.mfu(compute_mode("network.placement=scattered"))
     thin = perf.mfu(compute_mode("network.placement=scattered", "network.oversubscription=3"))
-    assert thin < scattered < contiguous
+    # adaptive routing (the default) runs any placement at full rate on a non-blocking
+    # tree; static routes collide when the ring's hops cross leaves
+    assert thin < scattered == pytest.approx(contiguous, rel=1e-12)
+    static = "network.routing=static"
+    assert perf.mfu(compute_mode("network.placement=scattered", static)) < contiguous
+
+
+def test_context_ranks_join_the_gradient_reduction_group():
+    """tensor 2, context 2, pipeline 2 on 2 nodes of 8: ranks are tensor, then context,
+    then pipeline, then data parallel; a reduction group holds the data-parallel replicas
+    of one (tensor, pipeline) position and its two context ranks (the same weights)."""
+    layout = network.Layout(nodes=2, gpus_per_node=8, tensor=2, pipeline=2, context=2)
+    assert layout.data_parallel == 2
+    groups = layout.dp_groups()
+    assert len(groups) == 4  # pipeline x tensor positions
+    # (pipeline 0, tensor 0): replica 0's context ranks 0 and 2, replica 1's 8 and 10
+    assert groups[0] == [(0, 0), (0, 2), (1, 0), (1, 2)]
+    assert layout.dp_group() == network.Group(2, 2)
