@@ -57,7 +57,7 @@ def draw(rng: np.random.Generator) -> pd.DataFrame:
 
 
 def main() -> Path:
-    table = draw(np.random.default_rng(2026))
+    table = draw(np.random.default_rng(2028))
     table["time"] = (START + pd.to_timedelta(table["t"], unit="h")).dt.strftime(
         "%Y-%m-%dT%H:%M:%SZ"
     )

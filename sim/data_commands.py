@@ -129,21 +129,21 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
     if result.lemons is not None and not result.lemons.overdispersed:
         screen.print(
             f"lemons: per-node counts are not overdispersed (p = {result.lemons.p_value:.3g}"
-            " >= 0.05): no lemons written"
+            " >= 0.05): no spread between nodes written"
         )
     screen.print(f"fragment: {out / 'fitted.yaml'}", markup=False, highlight=False)
     failures = shlex.quote(str(out / "failures.yaml"))
+    spread = " ".join(
+        f"--set cluster.{key}={str(value).lower() if isinstance(value, bool) else value}"
+        for key, value in result.fragment().get("cluster", {}).items()
+    )
     screen.print(
-        f'use it: {trainsim_command()} run SCENARIO --set "failures=$(cat {failures})"',
+        f'use it: {trainsim_command()} run SCENARIO --set "failures=$(cat {failures})"'
+        + (f" {spread}" if spread else ""),
         markup=False,
         highlight=False,
         soft_wrap=True,  # one line, to copy as it is
     )
-    lemons = result.fragment().get("cluster")
-    if lemons:
-        screen.print(
-            "         " + " ".join(f"--set cluster.{key}={value}" for key, value in lemons.items())
-        )
 
 
 @click.command(name="forecast")

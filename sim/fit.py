@@ -752,6 +752,27 @@ class LemonFit:
     # what the statistic is held against: χ²(N − 1) (equal Poisson rates), or draws of the
     # classes' own laws with no spread between nodes
     null: str = "poisson"
+    # the spread chosen when overdispersed, by AIC on the counts: two-point lemons (3
+    # parameters) or a gamma spread of the nodes' rates (negative binomial counts, 2)
+    spread: str = "none"  # none | lemons | gamma
+    node_cv: Estimate | None = None  # the gamma spread's coefficient of variation
+    aic_lemons: float = math.nan
+    aic_gamma: float = math.nan
+
+    @property
+    def has_lemons(self) -> bool:
+        return self.spread == "lemons"
+
+    def pace(self, counts: np.ndarray) -> np.ndarray:
+        """A node's expected rate over the rate the scenario writes for its classes (a sound
+        node's with lemons, the mean node's with a gamma spread), given its count."""
+        counts = np.asarray(counts, dtype=float)
+        if self.spread == "lemons":
+            return self.mixture.node_multiplier(counts)
+        if self.spread == "gamma":
+            shape, mean = 1.0 / self.node_cv.value**2, float(np.mean(self.counts))
+            return (shape + counts) / (shape + mean)  # the gamma posterior's mean
+        return np.ones_like(counts)
 
     @property
     def test(self) -> str:
@@ -768,6 +789,10 @@ class LemonFit:
             "null": self.null,
             "p_value": self.p_value,
             "overdispersed": self.overdispersed,
+            "spread": self.spread,
+            "aic_lemons": self.aic_lemons,
+            "aic_gamma": self.aic_gamma,
+            "node_rate_cv": None if self.node_cv is None else self.node_cv.doc(),
             "lemon_fraction": None if self.fraction is None else self.fraction.doc(),
             "lemon_rate_multiplier": None if self.multiplier is None else self.multiplier.doc(),
         }
@@ -836,9 +861,40 @@ def fit_lemons(
     multiplier = Estimate(
         min(mixture.multiplier, 1000.0), *np.quantile(multipliers, q).tolist(), events
     )
+    gamma = gamma_spread(counts, level)
+    aic_lemons = 6 - 2 * mixture.loglik
+    aic_gamma = 4 - 2 * gamma[1]
     return LemonFit(
-        n, events, statistic, p_value, True, fraction, multiplier, mixture, counts, null_law
-    )
+        n, events, statistic, p_value, True, fraction, multiplier, mixture, counts, null_law,
+        "lemons" if aic_lemons <= aic_gamma else "gamma", gamma[0], aic_lemons, aic_gamma,
+    )  # fmt: skip
+
+
+def gamma_spread(counts: np.ndarray, level: float = LEVEL) -> tuple[Estimate, float]:
+    """Nodes whose rates are gamma-distributed (mean 1, coefficient of variation c): their
+    counts are negative binomial with the sample mean m and shape r = 1/c². Returns c with
+    its profile-likelihood interval (where the log-likelihood is within χ²₁(level)/2 of its
+    maximum, m held at its estimate), and the maximum log-likelihood."""
+    counts = np.asarray(counts, dtype=float)
+    mean = float(np.mean(counts))
+
+    def loglik(log_cv: float) -> float:
+        shape = math.exp(-2 * log_cv)
+        return float(np.sum(stats.nbinom.logpmf(counts, shape, shape / (shape + mean))))
+
+    bounds = (math.log(1e-3), math.log(10.0))
+    best = optimize.minimize_scalar(lambda v: -loglik(v), bounds=bounds, method="bounded")
+    top, at = -float(best.fun), float(best.x)
+    cut = top - stats.chi2.ppf(level, 1) / 2
+
+    def edge(bound: float) -> float:
+        if loglik(bound) >= cut:
+            return bound
+        low, high = (bound, at) if bound < at else (at, bound)
+        return optimize.brentq(lambda v: loglik(v) - cut, low, high, xtol=1e-6)
+
+    low, high = math.exp(edge(bounds[0])), math.exp(edge(bounds[1]))
+    return Estimate(math.exp(at), low, high, int(counts.sum())), top
 
 
 # --------------------------------------------------------------------------- a whole log
@@ -906,11 +962,15 @@ class FitResult:
                 item["repair_hours"] = _round(c.repair.sample_mean_hours)
             failures.append(item)
         doc: dict[str, Any] = {"failures": failures}
-        if self.lemons is not None and self.lemons.overdispersed:
+        if self.lemons is not None and self.lemons.has_lemons:
             doc["cluster"] = {
                 "lemon_fraction": _round(min(self.lemons.fraction.value, 0.99)),
                 "lemon_rate_multiplier": _round(max(1.0, self.lemons.multiplier.value)),
+                # the log's lemons failed more often the whole window, repairs or not
+                "lemons_permanent": True,
             }
+        elif self.lemons is not None and self.lemons.spread == "gamma":
+            doc["cluster"] = {"node_rate_cv": _round(min(self.lemons.node_cv.value, 10.0))}
         return doc
 
     def doc(self) -> dict[str, Any]:
@@ -1014,20 +1074,21 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
             null = dispersion(renewal_counts(laws, nodes, log.window_hours, rng))
         lemons = fit_lemons(counts, rng, null=null)
     excess = 1.0
-    if lemons is not None and lemons.overdispersed:
+    if lemons is not None and lemons.has_lemons:
         f, m = lemons.fraction.value, lemons.multiplier.value
         excess = 1 - f + f * m  # lemons fail m× as often: the class's rate of a sound node
-        # the spread between nodes is the lemons' now: each node class's law is fitted again
-        # on lives in a sound node's time (a lemon's stretched by its multiplier), so a
-        # decreasing hazard does not count the same spread a second time
+    if lemons is not None and lemons.overdispersed:
+        # the spread between nodes is the lemons' (or the gamma's) now: each node class's law
+        # is fitted again on lives in the written rate's time (a node's stretched by its
+        # expected rate), so a decreasing hazard does not count the same spread again
         by_node = attributable["node"].value_counts()
-        unseen_pace = float(lemons.mixture.node_multiplier(np.zeros(1))[0])
+        unseen_pace = float(lemons.pace(np.zeros(1))[0])
         for i, (name, scope, k, rate, lifetime, repair, lives) in enumerate(fitted):
             if scope not in NODE_SCOPES or lifetime is None:
                 continue
             rows = events[events["class"] == name]
             node_ids = rows["node"].to_numpy()
-            pace = lemons.mixture.node_multiplier(by_node.reindex(node_ids).to_numpy())
+            pace = lemons.pace(by_node.reindex(node_ids).to_numpy())
             lives = renewal_lives(
                 rows["time_h"].to_numpy(dtype=float),
                 node_ids,
@@ -1096,6 +1157,13 @@ def table_rows(result: FitResult) -> list[tuple[str, str, float, float, float, i
              math.nan, math.nan, lemons.events)
         )  # fmt: skip
         if lemons.overdispersed:
+            rows.append(
+                ("lemons", "AIC lemons - AIC gamma spread", lemons.aic_lemons - lemons.aic_gamma,
+                 math.nan, math.nan, f"-> {lemons.spread}")
+            )  # fmt: skip
+        if lemons.spread == "gamma":
+            rows.append(("nodes", "node_rate_cv", *_triple(lemons.node_cv), lemons.events))
+        if lemons.has_lemons:
             rows.append(("lemons", "lemon_fraction", *_triple(lemons.fraction), lemons.events))
             rows.append(
                 ("lemons", "lemon_rate_multiplier", *_triple(lemons.multiplier), lemons.events)

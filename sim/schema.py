@@ -122,6 +122,13 @@ class ClusterConfig(_Section):
     # lemon_rate_multiplier times as often in node-attributable classes until a true fix
     lemon_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.0
     lemon_rate_multiplier: Annotated[float, Field(ge=1, le=1000)] = 5.0
+    # true: a lemon stays one through every repair (as `trainsim fit` finds lemons: nodes
+    # that fail more often the whole window); false: a true fix cures it
+    lemons_permanent: StrictBool = False
+    # nodes unlike each other: each node's rate in node-attributable classes times its own
+    # multiplier, gamma-distributed with mean 1 and this coefficient of variation, for the
+    # node's whole life (0: all nodes alike)
+    node_rate_cv: Annotated[float, Field(ge=0, le=10)] = 0.0
     # which warm spare fills an empty job slot: the one idle longest (first in, first out),
     # the one back most recently (last in, first out), or one drawn at random
     spare_order: Literal["oldest", "newest", "random"] = "oldest"

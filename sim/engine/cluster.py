@@ -49,6 +49,7 @@ class Cluster:
         fault_rng: np.random.Generator | None = None,
         lasting_rng: np.random.Generator | None = None,
         spare_rng: np.random.Generator | None = None,
+        rate_rng: np.random.Generator | None = None,
     ):
         self.env = env
         self.plan = plan
@@ -97,6 +98,12 @@ class Cluster:
             count = round(plan.lemon_fraction * fleet)
             self.faulty[lemon_rng.choice(fleet, size=count, replace=False)] = True
         self.lemon = self.faulty.copy()
+        # each node's own lifetime scale in node-attributable classes: 1 / its rate
+        # multiplier, gamma-distributed with mean 1 (cluster.node_rate_cv), for good
+        self.own_scale: np.ndarray | None = None
+        if plan.node_rate_cv > 0 and rate_rng is not None:
+            shape = 1.0 / plan.node_rate_cv**2
+            self.own_scale = 1.0 / rate_rng.gamma(shape, 1.0 / shape, fleet)
         self.slot_scale: np.ndarray | None = None
         if plan.faults_matter:
             # lifetime scale of the node in each slot, shared with the attributable sources
@@ -158,8 +165,17 @@ class Cluster:
 
     def _scale_slots(self, slots: np.ndarray) -> None:
         if self.slot_scale is not None:
-            faulty = self.faulty[self.slot_node[slots]]
-            self.slot_scale[slots] = np.where(faulty, 1.0 / self.plan.lemon_multiplier, 1.0)
+            nodes = self.slot_node[slots]
+            scale = np.where(self.faulty[nodes], 1.0 / self.plan.lemon_multiplier, 1.0)
+            if self.own_scale is not None:
+                scale = scale * self.own_scale[nodes]
+            self.slot_scale[slots] = scale
+
+    def node_scale(self, node: int) -> float:
+        """The lifetime scale of `node` in node-attributable classes: its own (node_rate_cv)
+        over the lemon multiplier while it has a lasting fault."""
+        scale = 1.0 / self.plan.lemon_multiplier if self.faulty[node] else 1.0
+        return scale if self.own_scale is None else scale * float(self.own_scale[node])
 
     def _enter(self, slots: np.ndarray, node_ids: list[int]) -> None:
         if self.plan.pool_nodes or self.plan.preemptible_nodes:
@@ -182,8 +198,7 @@ class Cluster:
         self.active += 1
         scale = 1.0
         if self.slot_scale is not None:
-            scale = 1.0 / self.plan.lemon_multiplier if self.faulty[node] else 1.0
-            self.slot_scale[slot] = scale
+            scale = self.slot_scale[slot] = self.node_scale(node)
         for source in self.node_sources:
             source.activate_one(slot, scale if source.slot_scale is not None else 1.0)
 
@@ -421,7 +436,7 @@ class Cluster:
         self.in_repair -= 1
         if self.incidents is not None:
             self.incidents.returned(node, self.calendar.returned_s)
-        if fixed:
+        if fixed and not (self.plan.lemons_permanent and self.lemon[node]):
             self.faulty[node] = False
         origin = int(self.origin[node])
         to_spares = self.plan.repair is None or self.plan.repair.return_to == "spares"

@@ -138,6 +138,8 @@ class ReplicaPlan:
     preemption_s: float = 0.0
     lemon_fraction: float = 0.0
     lemon_multiplier: float = 1.0
+    lemons_permanent: bool = False  # a true fix does not cure a lemon
+    node_rate_cv: float = 0.0  # the spread of the nodes' own rate multipliers (gamma, mean 1)
     spare_order: str = "oldest"  # oldest | newest | random: which warm spare fills a slot
     repair: RepairPlan | None = None  # None: the flat per-class repair_hours
     health_checks: HealthCheckPlan | None = None
@@ -177,9 +179,12 @@ class ReplicaPlan:
         """Whether a lasting fault changes a node's hazard: the multiplier is above 1 and a
         node can have one (lemons, or a node-attributable class with `fault_prob` > 0). False
         fixes and misdiagnoses only keep faults that exist: alone they make none."""
-        return self.lemon_multiplier != 1.0 and (
-            self.lemon_fraction > 0
-            or any(fc.attributable and fc.fault_prob > 0 for fc in self.failure_classes)
+        return self.node_rate_cv > 0 or (
+            self.lemon_multiplier != 1.0
+            and (
+                self.lemon_fraction > 0
+                or any(fc.attributable and fc.fault_prob > 0 for fc in self.failure_classes)
+            )
         )
 
     @property
@@ -357,6 +362,8 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         preemption_s=cluster.preemption_minutes * 60.0,
         lemon_fraction=cluster.lemon_fraction,
         lemon_multiplier=cluster.lemon_rate_multiplier,
+        lemons_permanent=cluster.lemons_permanent,
+        node_rate_cv=cluster.node_rate_cv,
         spare_order=cluster.spare_order,
         repair=RepairPlan(
             auto_s=repair.auto_minutes * 60.0,

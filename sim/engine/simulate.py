@@ -156,6 +156,7 @@ def simulate_replica(
         if any(fc.fault_prob > 0 for fc in plan.failure_classes)
         else None,
         spare_rng=stream(seed, replica, "spare_order") if plan.spare_order == "random" else None,
+        rate_rng=stream(seed, replica, "node_rates") if plan.node_rate_cv else None,
     )
     if plan.repair is not None:
         cluster.shop = RepairShop(

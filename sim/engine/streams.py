@@ -25,6 +25,7 @@ STREAMS = {
     "stragglers": 9,  # onsets, nodes, slowdowns, clearing times
     "lasting_faults": 10,  # whether a node-attributable failure leaves a lasting fault
     "spare_order": 11,  # which warm spare fills a slot (spare_order: random)
+    "node_rates": 12,  # each node's own rate multiplier (cluster.node_rate_cv)
 }
 
 

@@ -113,10 +113,10 @@ def test_example_log_table_and_fragment(tmp_path):
     assert host["distribution"] == "weibull" and 0.5 < host["weibull_shape"] < 0.9
     assert 0 < fragment["cluster"]["lemon_fraction"] < 0.2
     # too few hangs for a shape: a warning, not a number
-    assert "nccl_hang: 16 failures (< 20): no Weibull shape fitted" in flat(result.stderr)
+    assert "nccl_hang: 17 failures (< 20): no Weibull shape fitted" in flat(result.stderr)
     doc = json.loads((tmp_path / "fit.json").read_text())
     hang = next(c for c in doc["classes"] if c["name"] == "nccl_hang")
-    assert hang["lifetime"] is None and hang["events"] == 16
+    assert hang["lifetime"] is None and hang["events"] == 17
 
 
 def bad(tmp_path: Path, text: str, *args: str) -> str:
@@ -259,9 +259,12 @@ def test_the_rate_printed_is_the_rate_written_and_the_command_runs_as_printed(tm
     (line,) = [x for x in result.stdout.splitlines() if x.startswith("use it:")]
     assert " run SCENARIO --set " in line
     argument = line.split(" --set ", 1)[1]
-    echoed = subprocess.run(["bash", "-c", f"printf %s {argument}"], capture_output=True,
+    echoed = subprocess.run(["bash", "-c", f"printf '%s\\0' {argument}"], capture_output=True,
                             text=True, check=True)  # fmt: skip
-    assert echoed.stdout == "failures=" + (out / "failures.yaml").read_text().rstrip("\n")
+    words = echoed.stdout.split("\0")
+    assert words[0] == "failures=" + (out / "failures.yaml").read_text().rstrip("\n")
+    # the spread's keys on the same line: pasted whole, the run gets every fitted figure
+    assert words[1:4:2] == ["--set", "--set"] and "cluster.lemon_fraction=" in words[2]
 
 
 def unfinished_incident_run(out: Path, scenario: Path) -> Path:

@@ -87,20 +87,20 @@ def test_in_service_fails_at_its_rate_from_the_first_day():
 
 
 NODES, GPUS, WINDOW_H = 64, 8, 4000.0
-SHAPE, NODE_MTBF_H = 0.5, 400.0
+NODE_MTBF_H = 400.0
 
 
-def fleet_log(rng: np.random.Generator) -> pd.DataFrame:
-    """A fleet of nodes long in service, each a Weibull renewal process: the first failure
-    after an equilibrium residual life (U·L with L length-biased: scale·Gamma(1+1/k)^(1/k)),
-    then whole lives."""
-    scale = NODE_MTBF_H / math.gamma(1 + 1 / SHAPE)
+def fleet_log(rng: np.random.Generator, shape: float, pace: np.ndarray) -> pd.DataFrame:
+    """A fleet of nodes long in service, each a Weibull renewal process at its own pace
+    (its rate over the mean node's): the first failure after an equilibrium residual life
+    (U·L with L length-biased: scale·Gamma(1+1/k)^(1/k)), then whole lives."""
+    scale = NODE_MTBF_H / math.gamma(1 + 1 / shape)
     rows = []
     for node in range(NODES):
-        t = rng.random() * scale * rng.gamma(1 + 1 / SHAPE) ** (1 / SHAPE)
+        t = rng.random() * scale * rng.gamma(1 + 1 / shape) ** (1 / shape) / pace[node]
         while t <= WINDOW_H:
             rows.append((t, node))
-            t += scale * rng.weibull(SHAPE)
+            t += scale * rng.weibull(shape) / pace[node]
     return pd.DataFrame(rows, columns=["time", "node"])
 
 
@@ -110,26 +110,20 @@ def top_share(nodes: np.ndarray) -> float:
     return counts[: NODES // 10].sum() / counts.sum()
 
 
-def test_a_fleet_log_fits_back_and_runs_back():
-    """fit -> fragment -> the engine on the same fleet and window gives back the log's count
-    (within 10%) and its share of failures on the 10% most-failing nodes (within 5 points)."""
-    table = fleet_log(np.random.default_rng(11))
-    log = fit.log_from_table(table, "fleet", NODES, GPUS, end=WINDOW_H)
-    result = fit.fit_log(log)
-    (fitted,) = result.classes
-    assert fitted.distribution == "weibull" and fitted.lifetime.shape.covers(SHAPE)
+def round_trip(table: pd.DataFrame) -> tuple[dict, float, float]:
+    """fit -> fragment -> the engine on the same fleet and window (nodes stay in place, no
+    spare, the job never finishes): the fragment, and the engine's mean count and top-10%
+    share over 20 replicas."""
+    result = fit.fit_log(fit.log_from_table(table, "fleet", NODES, GPUS, end=WINDOW_H))
     fragment = result.fragment()
-    assert fragment["failures"][0]["age"] == "in_service"
-    assert "cluster" not in fragment  # no spread between nodes in the truth: none written
-    # the same fleet and window: nodes stay in place (no spare), the job never finishes
-    failure = fragment["failures"][0] | {"replace": False, "detect_minutes": 0}
+    failures = [f | {"replace": False, "detect_minutes": 0} for f in fragment["failures"]]
     doc = merge(
         TINY,
         {
             "model": {"tokens": 1.0e15},
-            "cluster": {"nodes": NODES, "gpus_per_node": GPUS, "spare_nodes": 0},
-            "parallelism": {"tensor": 1},
-            "failures": [failure],
+            "cluster": {"nodes": NODES, "gpus_per_node": GPUS, "spare_nodes": 0}
+            | fragment.get("cluster", {}),
+            "failures": failures,
             "recovery": {"restart_minutes": 0},
             "simulation": {"horizon_days": WINDOW_H / 24},
         },
@@ -141,8 +135,120 @@ def test_a_fleet_log_fits_back_and_runs_back():
         rows = incident_log.table_of(incident_log.rows_of(record.incidents, 0, replica))
         counts.append(len(rows))
         shares.append(top_share(rows["node"].to_numpy(dtype=int)))
-    assert abs(np.mean(counts) / len(table) - 1) < 0.10, (np.mean(counts), len(table))
-    assert abs(np.mean(shares) - top_share(table["node"].to_numpy())) < 0.05
+    return fragment, float(np.mean(counts)), float(np.mean(shares))
+
+
+def runs_back(table: pd.DataFrame, count: float, share: float) -> None:
+    """The log's count within 10%, its top-10% share within 5 points."""
+    assert abs(count / len(table) - 1) < 0.10, (count, len(table))
+    assert abs(share - top_share(table["node"].to_numpy())) < 0.05, share
+
+
+def test_weibull_without_spread_fits_back_and_runs_back():
+    """Shape 0.5 and nodes alike: the decreasing hazard spreads the counts by itself, which
+    fit does not take for lemons (the spread is not counted twice)."""
+    table = fleet_log(np.random.default_rng(11), 0.5, np.ones(NODES))
+    fragment, count, share = round_trip(table)
+    (failure,) = fragment["failures"]
+    assert failure["distribution"] == "weibull" and failure["age"] == "in_service"
+    assert 0.4 < failure["weibull_shape"] < 0.6
+    assert "cluster" not in fragment
+    runs_back(table, count, share)
+
+
+def test_exponential_with_gamma_spread_fits_back_and_runs_back():
+    """Exponential lives, each node at its own gamma-distributed pace (CV 0.8)."""
+    rng = np.random.default_rng(12)
+    table = fleet_log(rng, 1.0, rng.gamma(1 / 0.8**2, 0.8**2, NODES))
+    fragment, count, share = round_trip(table)
+    assert fragment["failures"][0]["distribution"] == "exponential"
+    assert 0.5 < fragment["cluster"]["node_rate_cv"] < 1.2, fragment
+    runs_back(table, count, share)
+
+
+def test_two_point_lemons_fit_back_and_run_back():
+    """Exponential lives, 10% of the nodes at 8x."""
+    pace = np.ones(NODES)
+    pace[: NODES // 10] = 8.0
+    table = fleet_log(np.random.default_rng(13), 1.0, pace)
+    fragment, count, share = round_trip(table)
+    assert fragment["failures"][0]["distribution"] == "exponential"
+    cluster = fragment["cluster"]
+    assert cluster["lemons_permanent"] is True and 4 < cluster["lemon_rate_multiplier"] < 16
+    runs_back(table, count, share)
+
+
+def test_gamma_spread_in_the_engine_gives_negative_binomial_counts():
+    """cluster.node_rate_cv: a node's count over a window, exponential lives, is Poisson with
+    a gamma mean: variance m + m²·cv² (m the mean count)."""
+    cv = 0.7
+    doc = merge(
+        TINY,
+        {
+            "model": {"tokens": 1.0e15},
+            "cluster": {"nodes": NODES, "gpus_per_node": GPUS, "node_rate_cv": cv},
+            "failures": [
+                {
+                    "name": "n",
+                    "scope": "node",
+                    "mtbf_hours": NODE_MTBF_H,
+                    "replace": False,
+                    "detect_minutes": 0,
+                }
+            ],  # fmt: skip
+            "recovery": {"restart_minutes": 0},
+            "simulation": {"horizon_days": WINDOW_H / 24},
+        },
+    )
+    plan = build_plan(load_document(doc, "spread").base)
+    counts = np.concatenate(
+        [
+            np.bincount(
+                incident_log.table_of(
+                    incident_log.rows_of(
+                        simulate_replica(plan, r, 8, incidents=True).incidents, 0, r
+                    )
+                )["node"].to_numpy(dtype=int),
+                minlength=NODES,
+            )
+            for r in range(10)
+        ]
+    )
+    m = WINDOW_H / NODE_MTBF_H
+    assert abs(counts.mean() / m - 1) < 0.05
+    # the variance of a sample of 640 node counts: within 15% of m + m²·cv² (Poisson: m)
+    assert abs(counts.var(ddof=1) / (m + m**2 * cv**2) - 1) < 0.15
+
+
+def test_permanent_lemons_stay_lemons_through_repairs():
+    """With repairs that fix every node, lemons_permanent keeps the lemons' share of the
+    failures; without it the first true fix cures them."""
+
+    def lemon_share(permanent: bool) -> float:
+        doc = merge(
+            TINY,
+            {
+                "model": {"tokens": 1.0e15},
+                "cluster": {
+                    "nodes": 32, "gpus_per_node": GPUS, "spare_nodes": 32,
+                    "lemon_fraction": 0.1, "lemon_rate_multiplier": 10,
+                    "lemons_permanent": permanent,
+                },
+                "failures": [
+                    {"name": "n", "scope": "node", "mtbf_hours": NODE_MTBF_H,
+                     "detect_minutes": 0, "repair_hours": 1}
+                ],
+                "recovery": {"restart_minutes": 0},
+                "simulation": {"horizon_days": WINDOW_H / 24},
+            },
+        )  # fmt: skip
+        table = run(load_document(doc, "lemons"), replicas=20, seed=4, progress=False)
+        return table["failures_lemon"].sum() / table["failures"].sum()
+
+    permanent, cured = lemon_share(True), lemon_share(False)
+    # cured at their first repair, the 6 lemons fail about as often as any node after it (a
+    # few % of the failures); kept, they fail 10x as often whenever they serve
+    assert permanent > 0.1 and permanent > 4 * cured, (permanent, cured)
 
 
 def test_the_example_generator_draws_what_its_docs_say():
