@@ -106,6 +106,8 @@ def log_from_table(
     run_dir: Path | None = None,
 ) -> IncidentLog:
     """`read_log` of a table already in memory (e.g. a run's incidents.parquet, read)."""
+    # a header written `time, node` (spaces after the commas) names the same columns
+    frame = frame.rename(columns=lambda c: c.strip() if isinstance(c, str) else c)
     unknown = [c for c in frame.columns if c not in REQUIRED + OPTIONAL]
     if unknown:
         raise ScenarioError(
@@ -148,13 +150,28 @@ def log_from_table(
         raise ScenarioError(
             source,
             f"row {row + 1}, column time",
-            f"time {frame['time'].iloc[row]!r} lies outside the window "
+            f"time {_plain(frame['time'].iloc[row])} lies outside the window "
             f"[{_show(start, 0)}, {_show(end, end_h)}]; widen --start/--end or drop the row",
         )
     node = _nodes(source, frame["node"])
     names = _classes(source, frame)
     scope = _scopes(source, frame, names, node)
+    nameless = np.flatnonzero(np.isin(scope, NODE_SCOPES) & (node < 0))
+    if len(nameless):
+        row = int(nameless[0])
+        raise ScenarioError(
+            source,
+            f"row {row + 1}, column node",
+            f"a {scope[row]} failure names no node: give the node it struck, or scope job "
+            "for a failure of no one node",
+        )
     repair = _repairs(source, frame)
+    zero = int(np.count_nonzero(repair == 0))
+    if zero:
+        warnings.append(
+            f"{zero} repair times of 0 hours (a node back at once): kept in the mean repair "
+            "time written, left out of the lognormal's fit"
+        )
     events = pd.DataFrame(
         {"time_h": times, "node": node, "class": names, "scope": scope, "repair_hours": repair}
     )
@@ -296,7 +313,9 @@ def _times(
 def _bad_time(source: str, column: pd.Series, bad: pd.Series, problem: str) -> NoReturn:
     """Refuse the log at its first time that is `bad`, naming its row."""
     row = int(np.flatnonzero(bad.to_numpy())[0])
-    raise ScenarioError(source, f"row {row + 1}, column time", f"{column.iloc[row]!r} {problem}")
+    raise ScenarioError(
+        source, f"row {row + 1}, column time", f"{_plain(column.iloc[row])} {problem}"
+    )
 
 
 def _hours(source: str, flag: str, value: Any, default: float | None) -> float | None:
@@ -306,7 +325,7 @@ def _hours(source: str, flag: str, value: Any, default: float | None) -> float |
         return float(value)
     except (TypeError, ValueError):
         raise ScenarioError(
-            source, flag, f"{value!r}: the log's times are hours, so {flag} is hours too"
+            source, flag, f"{_plain(value)}: the log's times are hours, so {flag} is hours too"
         ) from None
 
 
@@ -319,7 +338,7 @@ def _stamp(source: str, flag: str, value: Any) -> pd.Timestamp:
         )
     except (TypeError, ValueError):
         raise ScenarioError(
-            source, flag, f"{value!r}: the log's times are ISO 8601, so {flag} is one too"
+            source, flag, f"{_plain(value)}: the log's times are ISO 8601, so {flag} is one too"
         ) from None
 
 
@@ -334,7 +353,7 @@ def _nodes(source: str, column: pd.Series) -> np.ndarray:
             raise ScenarioError(
                 source,
                 f"row {row + 1}, column node",
-                f"{column.iloc[row]!r}: a node is a whole number >= 0, a name, or empty "
+                f"{_plain(column.iloc[row])}: a node is a whole number >= 0, a name, or empty "
                 "(a failure of no one node)",
             )
         return np.where(empty, -1, numeric.fillna(-1)).astype(np.int64)
@@ -371,9 +390,17 @@ def _scopes(source: str, frame: pd.DataFrame, names: np.ndarray, node: np.ndarra
         if value is pd.NA or value not in SCOPES:
             raise ScenarioError(
                 source, f"row {row + 1}, column scope",
-                f"{frame['scope'].iloc[row]!r}; expected one of {', '.join(SCOPES)}",
+                f"{_plain(frame['scope'].iloc[row])}; expected one of {', '.join(SCOPES)}",
             )  # fmt: skip
     return scope.to_numpy(dtype=object)
+
+
+def _plain(value: Any) -> str:
+    """A value from the log as a person wrote it: numbers as numbers (not np.float64(...)),
+    text quoted."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _repairs(source: str, frame: pd.DataFrame) -> np.ndarray:
@@ -381,13 +408,14 @@ def _repairs(source: str, frame: pd.DataFrame) -> np.ndarray:
         return np.full(len(frame), np.nan)
     raw = frame["repair_hours"]
     hours = pd.to_numeric(raw, errors="coerce")
-    bad = (raw.notna() & hours.isna()) | (hours <= 0)
+    bad = (raw.notna() & hours.isna()) | (hours < 0) | np.isinf(hours)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise ScenarioError(
             source,
             f"row {row + 1}, column repair_hours",
-            f"{raw.iloc[row]!r}: expected hours > 0, or empty (no repair)",
+            f"{_plain(raw.iloc[row])}: expected a finite number of hours >= 0, or empty "
+            "(no repair)",
         )
     return hours.to_numpy(dtype=float)
 
@@ -636,7 +664,10 @@ class RepairFit:
 def fit_repairs(hours: np.ndarray, level: float = LEVEL) -> RepairFit:
     """Exponential: mean = x̄, interval from 2n·x̄/χ²(2n). Lognormal: μ, σ the mean and
     (n-divisor) standard deviation of log x, mean exp(μ + σ²/2) with Cox's interval
-    μ + σ²/2 ± z·sqrt(σ²/n + σ⁴/(2(n−1)))."""
+    μ + σ²/2 ± z·sqrt(σ²/n + σ⁴/(2(n−1))). Both laws are fitted on the times above 0 (a
+    repair logged as 0 hours has no logarithm); the sample mean counts every time."""
+    sample_mean = float(np.mean(hours))
+    hours = hours[hours > 0]
     n = len(hours)
     alpha = 1 - level
     mean = float(np.mean(hours))
@@ -660,7 +691,7 @@ def fit_repairs(hours: np.ndarray, level: float = LEVEL) -> RepairFit:
             n,
         )
         chosen = "exponential"
-    return RepairFit(n, estimate, mean, mu, sigma, aic_exp, aic_ln, chosen)
+    return RepairFit(n, estimate, sample_mean, mu, sigma, aic_exp, aic_ln, chosen)
 
 
 @dataclass(frozen=True)
@@ -909,6 +940,8 @@ class ClassFit:
     lifetime: LifetimeFit | None  # None below MIN_EVENTS_SHAPE
     repair: RepairFit | None
     written_rate: float  # the rate written (divided by the lemons' excess when they are)
+    # whole lives (between two failures of a component) and those cut by the window's end,
+    # in the written rate's time: what the lifetime figure shows against the fitted laws
     observed: np.ndarray = field(default_factory=lambda: np.array([]), repr=False)
     censored: np.ndarray = field(default_factory=lambda: np.array([]), repr=False)
 
@@ -1028,8 +1061,8 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
         )
         if lives.ties:
             warnings.append(
-                f"{name}: {lives.ties} failures logged at the same time as another of the same "
-                "node: merged into it for the lifetime law (the rate counts every row)"
+                f"{name}: {lives.ties} failure(s) logged at the same time as another of the "
+                "same node: merged into it for the lifetime law (the rate counts every row)"
             )
         lifetime = None
         if k >= MIN_EVENTS_SHAPE:
@@ -1041,16 +1074,19 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
             )
         repairs = rows["repair_hours"].dropna().to_numpy(dtype=float)
         repair = None
-        if len(repairs) >= MIN_REPAIRS:
+        if np.count_nonzero(repairs > 0) >= MIN_REPAIRS:
             repair = fit_repairs(repairs)
         elif len(repairs):
             warnings.append(
-                f"{name}: {len(repairs)} repair times (< {MIN_REPAIRS}): no repair law fitted"
+                f"{name}: {np.count_nonzero(repairs > 0)} repair times above 0 "
+                f"(< {MIN_REPAIRS}): no repair law fitted"
             )
         fitted.append((name, scope, k, rate, lifetime, repair, lives))
 
     lemons = None
-    if len(attributable) < MIN_EVENTS_LEMONS or nodes < MIN_NODES_LEMONS:
+    if len(events) == 0:
+        pass  # nothing to fit, said below
+    elif len(attributable) < MIN_EVENTS_LEMONS or nodes < MIN_NODES_LEMONS:
         warnings.append(
             f"lemons: {len(attributable)} node failures on {nodes} nodes, fewer than "
             f"{MIN_EVENTS_LEMONS} failures (or {MIN_NODES_LEMONS} nodes): no dispersion test, "
@@ -1108,8 +1144,8 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
             lifetime,
             repair,
             rate.value / (excess if scope in NODE_SCOPES else 1.0),
-            lives.observed,
-            lives.censored,
+            lives.whole,
+            lives.whole_cut,
         )
         for name, scope, k, rate, lifetime, repair, lives in fitted
     ]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from scipy import stats
 
 from sim import palette
@@ -40,12 +41,16 @@ def lifetime_figure(fit: ClassFit) -> Figure:
 
 
 def draw_lifetimes(fit: ClassFit, ax: Axes) -> None:
-    """`lifetime_figure` on an axis of the caller's (a notebook's subplots)."""
+    """`lifetime_figure` on an axis of the caller's (a notebook's subplots): the log's whole
+    lives (between two failures of a component; the first, from the window's start, is a
+    residual life and is left out), those cut by the window's end censored."""
     x, cdf = kaplan_meier(fit.observed, fit.censored)
-    ax.step(x, cdf, where="post", color=palette.TOTAL, label=f"log ({fit.events} failures)")
+    ax.step(
+        x, cdf, where="post", color=palette.TOTAL, label=f"log ({len(fit.observed)} whole lives)"
+    )
     grid = np.geomspace(max(float(np.min(x)), 1e-3) / 2, float(np.max(x)) * 2, 200)
-    # the exponential's mean: every observed and censored time over the failures
-    mean_hours = (float(np.sum(fit.observed)) + float(np.sum(fit.censored))) / fit.events
+    # the exponential's mean on the same lives: every whole and cut time over the failures
+    mean_hours = (float(np.sum(fit.observed)) + float(np.sum(fit.censored))) / len(fit.observed)
     life = fit.lifetime
     ax.plot(
         grid,
@@ -64,8 +69,15 @@ def draw_lifetimes(fit: ClassFit, ax: Axes) -> None:
         )
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
+    if len(fit.censored):  # why the log's curve stops short of 1
+        ax.annotate(
+            f"the log's curve ends at its longest life: {len(fit.censored)} lives were cut\n"
+            "by the window's end (censored), so longer ones are not seen",
+            xy=(0.98, 0.04), xycoords="axes fraction", ha="right", va="bottom", fontsize=7,
+            color=palette.CAPTION,
+        )  # fmt: skip
     whose = "a node" if fit.scope in ("gpu", "node") else f"the {fit.scope}"
-    ax.set_xlabel(f"hours between failures of {whose} (from the window's start)")
+    ax.set_xlabel(f"hours between two failures of {whose}")
     ax.set_ylabel("P(time between failures <= t)")
     chosen = fit.distribution if fit.lifetime is not None else "exponential (too few failures)"
     ax.set_title(f"{fit.name}: times between failures; written: {chosen}", fontsize=10)
@@ -108,10 +120,23 @@ def draw_counts(lemons: LemonFit, ax: Axes) -> None:
             color=palette.SERIES[1],
             label=f"mixture: {m.fraction:.1%} lemons at {min(m.multiplier, 1000):.1f}x",
         )
-    ax.set_yscale("symlog", linthresh=1)
+    if lemons.spread == "gamma":
+        shape = 1.0 / lemons.node_cv.value**2
+        ax.plot(
+            k,
+            lemons.nodes * stats.nbinom.pmf(k, shape, shape / (shape + mean)),
+            "^--",
+            color=palette.SERIES[2],
+            label=f"gamma spread: CV {lemons.node_cv.value:.2f} (negative binomial)",
+        )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # failures come whole
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("failures of a node in the window (node-attributable classes)")
     ax.set_ylabel("nodes")
-    verdict = "overdispersed: lemons" if lemons.overdispersed else "not overdispersed: no lemons"
+    verdict = {
+        "lemons": "overdispersed: lemons",
+        "gamma": "overdispersed: a gamma spread of the nodes' rates",
+    }.get(lemons.spread, "not overdispersed: nodes alike")
     ax.set_title(f"Failures per node: {verdict}", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -123,8 +148,8 @@ def write_fit_figures(result: FitResult, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for fit in result.classes:
-        if fit.events == 0 or not math.isfinite(float(np.sum(fit.observed))):
-            continue
+        if len(fit.observed) == 0 or not math.isfinite(float(np.sum(fit.observed))):
+            continue  # no component failed twice: no whole life to draw
         path = out / f"lifetimes-{fit.name}.png"
         lifetime_figure(fit).savefig(path, dpi=110)
         written.append(path)
