@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -21,6 +22,7 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from sim.scenario import ScenarioError
+from sim.schema import MAX_HOURS
 
 # the columns a log may have (the last four are those trainsim adds to its own logs)
 REQUIRED = ("time", "node")
@@ -192,7 +194,14 @@ def _read_table(path: Path) -> pd.DataFrame:
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
             return pd.read_parquet(path)
-        return pd.read_csv(path, dtype={"time": str, "node": str, "class": str, "scope": str})
+        # only an empty cell is missing: a host named NA, None or null is a name
+        return pd.read_csv(
+            path,
+            dtype={"time": str, "node": str, "class": str, "scope": str},
+            keep_default_na=False,
+            na_values={"repair_hours": [""], "time": [""], "node": [""], "class": [""],
+                       "scope": [""], "replica": [""], "point": [""]},
+        )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
         raise ScenarioError(
             source, "", f"cannot read the log ({type(exc).__name__}: {exc}); expected CSV "
@@ -211,6 +220,17 @@ def _select_run(
             if wanted is not None:
                 raise ScenarioError(source, flag, f"the log has no {column} column")
             continue
+        raw = frame[column]
+        whole = pd.to_numeric(raw, errors="coerce")
+        wrong = raw.notna() & ~((whole >= 0) & (whole % 1 == 0))
+        if wrong.any() or raw.map(lambda v: isinstance(v, bool)).any():
+            row = int(
+                np.flatnonzero((wrong | raw.map(lambda v: isinstance(v, bool))).to_numpy())[0]
+            )
+            raise ScenarioError(
+                source, f"row {row + 1}, column {column}",
+                f"{_plain(raw.iloc[row])}: trainsim's {column} column holds whole numbers >= 0",
+            )  # fmt: skip
         values = sorted(pd.unique(frame[column].dropna()))
         if wanted is None:
             if len(values) > 1:
@@ -280,10 +300,22 @@ def _show(given: Any, hours: float) -> str:
 def _times(
     source: str, column: pd.Series, start: Any, end: Any
 ) -> tuple[np.ndarray, float, float | None]:
-    """Times in hours, and the window's start and end in the same hours."""
+    """Times in hours, and the window's start and end in the same hours. A column of
+    timestamps (parquet's datetime type) is read as times, never as numbers."""
+    if pd.api.types.is_bool_dtype(column) or column.map(lambda v: isinstance(v, bool)).any():
+        _bad_time(
+            source, column, column.map(lambda v: isinstance(v, bool | np.bool_)),
+            "is a boolean, not a time: give hours since the window's start or ISO 8601",
+        )  # fmt: skip
+    if pd.api.types.is_datetime64_any_dtype(column):
+        column = column.dt.strftime("%Y-%m-%dT%H:%M:%S.%f%z").where(column.notna())
+        if column.isna().any():
+            _bad_time(source, column, column.isna(), "is empty: every failure needs its time")
     numeric = pd.to_numeric(column, errors="coerce")
     if len(column) == 0 or numeric.notna().all():
         times = numeric.to_numpy(dtype=float)
+        if not np.isfinite(times).all():
+            _bad_time(source, column, pd.Series(~np.isfinite(times)), "is not a finite time")
         return times, _hours(source, "--start", start, 0.0), _hours(source, "--end", end, None)
     if numeric.notna().any():
         _bad_time(
@@ -322,11 +354,14 @@ def _hours(source: str, flag: str, value: Any, default: float | None) -> float |
     if value is None:
         return default
     try:
-        return float(value)
+        hours = float(value)
     except (TypeError, ValueError):
         raise ScenarioError(
             source, flag, f"{_plain(value)}: the log's times are hours, so {flag} is hours too"
         ) from None
+    if not math.isfinite(hours):
+        raise ScenarioError(source, flag, f"{_plain(value)}: expected a finite number of hours")
+    return hours
 
 
 def _stamp(source: str, flag: str, value: Any) -> pd.Timestamp:
@@ -343,10 +378,21 @@ def _stamp(source: str, flag: str, value: Any) -> pd.Timestamp:
 
 
 def _nodes(source: str, column: pd.Series) -> np.ndarray:
-    """Node ids as integers: numbers stay, names (hostnames) get codes; empty or -1: none."""
+    """Node ids as integers: numbers stay, names (hostnames, and numbers too long for 64
+    bits) get codes; empty or -1: none. A cell holding a list or a boolean is refused."""
+    odd = column.map(lambda v: isinstance(v, list | tuple | dict | set | np.ndarray | bool))
+    if odd.any():
+        row = int(np.flatnonzero(odd.to_numpy())[0])
+        raise ScenarioError(
+            source, f"row {row + 1}, column node",
+            f"{_plain(column.iloc[row])}: a node is one whole number >= 0, a name, or empty",
+        )  # fmt: skip
+    column = column.map(lambda v: str(v) if isinstance(v, int) and abs(v) >= 2**62 else v)
     numeric = pd.to_numeric(column, errors="coerce")
     text = column.astype("string").str.strip()
     empty = column.isna() | (text == "") | (numeric == -1)
+    if (numeric[~empty].abs() >= 2**62).any():  # too long for an id: a name
+        numeric = numeric.where(numeric.abs() < 2**62)
     if numeric[~empty].notna().all():
         if (numeric[~empty] < 0).any() or (numeric[~empty] % 1 != 0).any():
             row = int(np.flatnonzero(((numeric < 0) | (numeric % 1 != 0)) & ~empty)[0])
@@ -408,13 +454,13 @@ def _repairs(source: str, frame: pd.DataFrame) -> np.ndarray:
         return np.full(len(frame), np.nan)
     raw = frame["repair_hours"]
     hours = pd.to_numeric(raw, errors="coerce")
-    bad = (raw.notna() & hours.isna()) | (hours < 0) | np.isinf(hours)
+    bad = (raw.notna() & hours.isna()) | (hours < 0) | (hours > MAX_HOURS)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise ScenarioError(
             source,
             f"row {row + 1}, column repair_hours",
-            f"{_plain(raw.iloc[row])}: expected a finite number of hours >= 0, or empty "
+            f"{_plain(raw.iloc[row])}: expected hours from 0 to {MAX_HOURS:,.0f}, or empty "
             "(no repair)",
         )
     return hours.to_numpy(dtype=float)
@@ -809,7 +855,7 @@ class LemonFit:
     def test(self) -> str:
         if self.null == "poisson":
             return f"chi2, {self.nodes - 1} dof"
-        return f"{BOOTSTRAP} draws of the laws"
+        return "draws of the laws, nodes alike"
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -841,8 +887,10 @@ def renewal_counts(
 ) -> np.ndarray:
     """`BOOTSTRAP` draws of every node's failures in the window (summed over the classes)
     when all nodes are alike: each class a Weibull renewal process (shape, scale in hours)
-    long in service, its first failure after an equilibrium residual life."""
-    total = np.zeros((BOOTSTRAP, nodes))
+    long in service, its first failure after an equilibrium residual life. Fewer draws for a
+    fleet of more than 100,000 nodes (at most 2·10⁷ node-draws: the statistic of so many
+    nodes barely varies between draws)."""
+    total = np.zeros((max(20, min(BOOTSTRAP, 20_000_000 // max(nodes, 1))), nodes))
     for shape, scale in laws:
         if shape == 1.0:  # exponential: Poisson counts
             total += rng.poisson(window / scale, size=total.shape)
@@ -1025,7 +1073,15 @@ def _round(value: float) -> float:
 
 
 def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
-    """Every class's rate, lifetime law and repair times; lemons from the per-node counts."""
+    """Every class's rate, lifetime law and repair times; lemons from the per-node counts.
+    The optimisers' floating-point warnings (a likelihood probed far from its maximum) are
+    theirs to handle, not the user's to read."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _fit_log(log, seed)
+
+
+def _fit_log(log: IncidentLog, seed: int) -> FitResult:
     events = log.events
     warnings = list(log.warnings)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed)))
@@ -1220,6 +1276,6 @@ def fragment_yaml(result: FitResult) -> str:
         f"{result.gpus_per_node} GPUs over {result.window_hours:,.1f} h "
         f"({result.gpu_days:,.0f} GPU-days)\n"
         '# use: trainsim run SCENARIO --set "failures=$(cat failures.yaml)" '
-        "(and --set cluster.lemon_fraction=... as below)\n"
+        "(and --set cluster.KEY=VALUE for each cluster key below)\n"
     )
     return head + yaml.safe_dump(result.fragment(), sort_keys=False)

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -319,3 +320,83 @@ def test_a_bad_incident_part_is_set_aside_with_its_replicas_which_run_again(
         pd.read_parquet(cut / "replicas.parquet").drop(columns=["sim_seconds"], errors="ignore"),
         pd.read_parquet(done / "replicas.parquet").drop(columns=["sim_seconds"], errors="ignore"),
     )
+
+
+def fit_json(tmp_path: Path, path: Path, *args: str):
+    result = cli_in_process(["fit", str(path), *args, "--out", str(tmp_path / "out"), "--json"])
+    assert "Traceback" not in result.stderr and "Warning:" not in result.stderr, result.stderr
+    return result
+
+
+@pytest.mark.parametrize(
+    "table, args, where, says",
+    [
+        # a boolean time, a list for a node, trainsim's own columns out of range
+        (pd.DataFrame({"time": [True, False], "node": [0, 1]}), ("--end", "10"),
+         "row 1, column time", "True is a boolean"),
+        (pd.DataFrame({"time": [1.0, 2.0], "node": [[0, 1], [2]]}), ("--end", "10"),
+         "row 1, column node", "a node is one whole number"),
+        (pd.DataFrame({"time": [1.0], "node": [0], "point": [0.5], "replica": [0]}),
+         ("--end", "10"), "row 1, column point", "0.5: trainsim's point column"),
+        (pd.DataFrame({"time": [1.0], "node": [0], "point": [0], "replica": [-1]}),
+         ("--end", "10"), "row 1, column replica", "-1: trainsim's replica column"),
+        (pd.DataFrame({"time": [1.0], "node": [0]}), ("--end", "inf"), "--end",
+         "expected a finite number of hours"),
+        (pd.DataFrame({"time": [1.0], "node": [0], "repair_hours": [1e308]}), ("--end", "10"),
+         "row 1, column repair_hours", "expected hours from 0 to"),
+        (pd.DataFrame({"time": [1.0, 2.0], "node": [None, 1], "scope": ["node", "node"]}),
+         ("--end", "10"), "row 1, column node", "a node failure names no node"),
+    ],
+)  # fmt: skip
+def test_a_log_is_read_as_what_it_is_or_refused_with_its_row(tmp_path, table, args, where, says):
+    path = tmp_path / "log.parquet"
+    table.to_parquet(path)
+    result = fit_json(tmp_path, path, "--nodes", "4", *args)
+    assert result.returncode == 2, result.stdout
+    message = flat(result.stderr)
+    assert f"{path}: {where}" in message and says in message, message
+    assert "np.float64" not in message and "np.int64" not in message
+
+
+def test_messy_logs_that_are_read(tmp_path):
+    """Timestamps in parquet are times (not nanoseconds as hours); hosts named NA, None or
+    null are hosts; a node id beyond 64 bits is a name, not a negative number; a header
+    with spaces; a repair of 0 hours is one warning; a header alone is no failure."""
+    stamps = pd.DataFrame(
+        {"time": pd.to_datetime(["2026-03-01T06:00:00Z", "2026-03-01T18:00:00Z"]), "node": [0, 1]}
+    )
+    path = tmp_path / "stamps.parquet"
+    stamps.to_parquet(path)
+    window = ("--start", "2026-03-01T00:00:00Z", "--end", "2026-03-02T00:00:00Z")
+    doc = json.loads(fit_json(tmp_path, path, "--nodes", "4", *window).stdout)
+    assert doc["window_hours"] == 24.0 and doc["classes"][0]["events"] == 2
+    names = tmp_path / "names.csv"
+    names.write_text(
+        "time, node, repair_hours\n1,NA,0\n2,None,3\n3,null,4\n4,123456789012345678901234,5\n"
+    )
+    result = fit_json(tmp_path, names, "--nodes", "4", "--end", "10")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["classes"][0]["scope"] == "node"  # every row names a node
+    assert sum("repair times of 0 hours" in w for w in doc["warnings"]) == 1
+    empty = tmp_path / "empty.csv"
+    empty.write_text("time,node\n")
+    result = fit_json(tmp_path, empty, "--nodes", "4", "--end", "10")
+    assert result.returncode == 0 and "the log has no failures" in result.stdout
+
+
+def test_ties_are_merged_with_a_warning(tmp_path):
+    """Two failures of one node logged in the same minute: one life of zero length would
+    drive a Weibull shape towards 0; they are merged for the law, counted for the rate."""
+    rng = np.random.default_rng(4)
+    times = np.sort(rng.uniform(0, 1000, 60))
+    nodes = rng.integers(0, 16, 60)
+    table = pd.DataFrame({"time": np.concatenate((times, times[:5])),
+                          "node": np.concatenate((nodes, nodes[:5]))})  # fmt: skip
+    path = tmp_path / "ties.csv"
+    table.to_csv(path, index=False)
+    doc = json.loads(fit_json(tmp_path, path, "--nodes", "16", "--end", "1000").stdout)
+    (fitted,) = doc["classes"]
+    assert fitted["events"] == 65
+    assert fitted["lifetime"]["weibull_shape"]["value"] > 0.5
+    assert any("5 failure(s) logged at the same time" in w for w in doc["warnings"])
