@@ -334,7 +334,7 @@ def calc(scenario, overrides, run_dir, as_json) -> None:
             continue
         title = f"{loaded.name}" + (f"  {params}" if params else "")
         table = Table(title=title, show_header=False, title_justify="left")
-        table.add_column("quantity")
+        screen.text_column(table, "quantity")
         table.add_column("value", justify="right")
         for label, value in run_report.calculation_rows(c):
             table.add_row(label, value)
@@ -344,7 +344,7 @@ def calc(scenario, overrides, run_dir, as_json) -> None:
                 f"cost with failures (the run: {cost['replicas']:,} replicas)",
                 f"mean ${cost['mean']:,.0f}, p95 ${cost['p95']:,.0f}",
             )
-        console.print(table)
+        screen.show(console, table)
         _print_step_parts(console, c)
         if c.efficiency_warning:
             print(f"warning: {c.efficiency_warning}", file=sys.stderr)

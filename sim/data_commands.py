@@ -30,6 +30,7 @@ from sim.arguments import (
     finite,
     json_default,
 )
+from sim.console import show, text_column
 from sim.scenario import ScenarioError
 
 
@@ -79,24 +80,27 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
     repair_hours, scope]): rates with exact 95% intervals, exponential vs Weibull, lemons,
     repair times; writes a failures: fragment a scenario takes (docs/fitting.md)."""
     from sim import fit as fitting
-    from sim.results import trainsim_command
+    from sim.results import protect_run_files, trainsim_command, write_regular
 
     if out is None:
         out = Path(os.environ.get(RESULTS_ENV) or "results") / "fit"
+    # never into a run directory (its files or figures), never through a link
+    for path in (out, out / "figures"):
+        protect_run_files(None, path, "--out")
     log = fitting.read_log(incidents, nodes, gpus_per_node, start, end, replica, point)
     result = fitting.fit_log(log, seed)
     doc = finite(result.doc())
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "fitted.yaml").write_text(fitting.fragment_yaml(result))
-        (out / "failures.yaml").write_text(
-            yaml.safe_dump(result.fragment()["failures"], sort_keys=False)
+        write_regular(out / "fitted.yaml", fitting.fragment_yaml(result))
+        write_regular(
+            out / "failures.yaml", yaml.safe_dump(result.fragment()["failures"], sort_keys=False)
         )
-        (out / "fit.json").write_text(json.dumps(doc, indent=2, default=json_default) + "\n")
+        write_regular(out / "fit.json", json.dumps(doc, indent=2, default=json_default) + "\n")
         if figures and result.classes:
             from sim.fit_plots import write_fit_figures
 
-            write_fit_figures(result, out / "figures")
+            write_fit_figures(result, out / "figures", write_regular)
     except OSError as exc:
         where = exc.filename if exc.filename else out
         raise ScenarioError(
@@ -114,18 +118,13 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
         f"{log.window_hours:,.1f} h ({log.gpu_days:,.0f} GPU-days)",
         title_justify="left",
     )
-    for column, justify in (
-        ("class", "left"),
-        ("parameter", "left"),
-        ("value", "right"),
-        ("95% low", "right"),
-        ("95% high", "right"),
-        ("events", "right"),
-    ):
-        table.add_column(column, justify=justify)
+    table.add_column("class")
+    text_column(table, "parameter")  # the words wrap; the numbers are never cut short
+    for column in ("value", "95% low", "95% high", "events"):
+        table.add_column(column, justify="right")
     for what, name, value, low, high, events in fitting.table_rows(result):
         table.add_row(what, name, _number(value), _number(low), _number(high), str(events))
-    screen.print(table)
+    show(screen, table)
     if result.lemons is not None and not result.lemons.overdispersed:
         screen.print(
             f"lemons: per-node counts are not overdispersed (p = {result.lemons.p_value:.3g}"
@@ -283,4 +282,4 @@ def forecast(
         )
     if any(s["unfinished"] for s in summaries):
         table.add_row("unfinished by the horizon", *(f"{s['unfinished']:.1%}" for s in summaries))
-    screen.print(table)
+    show(screen, table)

@@ -5,7 +5,9 @@ lemon mixture. Built as matplotlib `Figure`s (no pyplot state); nothing here imp
 
 from __future__ import annotations
 
+import io
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -142,19 +144,29 @@ def draw_counts(lemons: LemonFit, ax: Axes) -> None:
     ax.grid(alpha=0.3)
 
 
-def write_fit_figures(result: FitResult, out: Path) -> list[Path]:
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=110, format="png")
+    return buffer.getvalue()
+
+
+def write_fit_figures(
+    result: FitResult, out: Path, write: Callable[[Path, bytes], None] | None = None
+) -> list[Path]:
     """`lifetimes-<class>.png` for each class with a fitted law, `node-counts.png` when the
-    dispersion test ran."""
+    dispersion test ran; each written by `write(path, png)` (the CLI's writes a new regular
+    file, never through a link; default: a plain write)."""
+    write = write or (lambda path, data: path.write_bytes(data))
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for fit in result.classes:
         if len(fit.observed) == 0 or not math.isfinite(float(np.sum(fit.observed))):
             continue  # no component failed twice: no whole life to draw
         path = out / f"lifetimes-{fit.name}.png"
-        lifetime_figure(fit).savefig(path, dpi=110)
+        write(path, _png(lifetime_figure(fit)))
         written.append(path)
     if result.lemons is not None:
         path = out / "node-counts.png"
-        counts_figure(result.lemons).savefig(path, dpi=110)
+        write(path, _png(counts_figure(result.lemons)))
         written.append(path)
     return written

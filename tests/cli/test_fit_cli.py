@@ -400,3 +400,32 @@ def test_ties_are_merged_with_a_warning(tmp_path):
     assert fitted["events"] == 65
     assert fitted["lifetime"]["weibull_shape"]["value"] > 0.5
     assert any("5 failure(s) logged at the same time" in w for w in doc["warnings"])
+
+
+def test_fit_out_never_writes_through_a_link_nor_into_a_run(tmp_path):
+    """--out that is a link, or a run directory (or its figures), is refused; a planted link
+    where fit writes a file is replaced by a new regular file, its target untouched."""
+    target = tmp_path / "precious.yaml"
+    target.write_text("keep me\n")
+    out = tmp_path / "fit"
+    out.mkdir()
+    (out / "fitted.yaml").symlink_to(target)
+    args = ["fit", str(EXAMPLE), "--nodes", "64", *EXAMPLE_WINDOW, "--no-figures"]
+    result = cli_in_process([*args, "--out", str(out)])
+    assert result.returncode == 0, result.stderr
+    assert target.read_text() == "keep me\n"
+    assert (
+        not (out / "fitted.yaml").is_symlink() and "failures:" in (out / "fitted.yaml").read_text()
+    )
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    result = cli_in_process([*args, "--out", str(link)])
+    assert result.returncode == 2 and "symbolic link" in flat(result.stderr)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text("{}")
+    for inside in (run, run / "figures"):
+        result = cli_in_process([*args, "--out", str(inside)])
+        assert result.returncode == 2 and "would destroy the run" in flat(result.stderr), (
+            result.stderr
+        )
