@@ -1,5 +1,5 @@
 """`python -m sim` is the `trainsim` command."""
 
-from sim.cli import main
+from sim.entry import main
 
 main()

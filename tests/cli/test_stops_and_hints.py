@@ -251,3 +251,16 @@ def test_forecast_with_workers_stops_at_ctrl_c_leaving_no_process(tmp_path):
     assert "Traceback" not in err
     time.sleep(0.5)
     assert session_processes(proc.pid) == []
+
+
+@pytest.mark.parametrize("delay_s", [0.2, 0.4])
+def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(delay_s):
+    """The executable's entry catches a Ctrl-C that comes while numpy, pandas and the rest
+    are still being imported (the first half second), as the command does afterwards."""
+    command = [str(ROOT / ".venv/bin/trainsim"), "calc", SMALL]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay_s)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
