@@ -258,7 +258,14 @@ def test_ctrl_c_while_the_command_loads_exits_130_without_a_traceback(delay_s):
     """The executable's entry catches a Ctrl-C that comes while numpy, pandas and the rest
     are still being imported (the first half second), as the command does afterwards."""
     command = [str(ROOT / ".venv/bin/trainsim"), "calc", SMALL]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # as from a shell: an in-process stop earlier in the suite leaves SIGINT ignored here
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(delay_s)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
