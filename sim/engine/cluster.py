@@ -98,6 +98,10 @@ class Cluster:
             count = round(plan.lemon_fraction * fleet)
             self.faulty[lemon_rng.choice(fleet, size=count, replace=False)] = True
         self.lemon = self.faulty.copy()
+        # nodes back from a repair in this run are renewed; any other node entering the job
+        # has served a while: a class with `age: in_service` draws its residual life
+        self.renewed = np.zeros(fleet, dtype=bool)
+        self._in_service = any(fc.in_service for fc in plan.failure_classes)
         # each node's own lifetime scale in node-attributable classes: 1 / its rate
         # multiplier, gamma-distributed with mean 1 (cluster.node_rate_cv), for good
         self.own_scale: np.ndarray | None = None
@@ -186,8 +190,9 @@ class Cluster:
         self.filled[slots] = True
         self.active += slots.size
         self._scale_slots(slots)
+        mid_life = ~self.renewed[node_ids] if self._in_service else None
         for source in self.sources:
-            source.activate(slots)
+            source.activate(slots, mid_life)
 
     def _enter_one(self, slot: int, node: int) -> None:
         """`_enter` for one node with plain ints: the hot path of a swap."""
@@ -199,8 +204,9 @@ class Cluster:
         scale = 1.0
         if self.slot_scale is not None:
             scale = self.slot_scale[slot] = self.node_scale(node)
+        mid_life = self._in_service and not self.renewed[node]
         for source in self.node_sources:
-            source.activate_one(slot, scale if source.slot_scale is not None else 1.0)
+            source.activate_one(slot, scale if source.slot_scale is not None else 1.0, mid_life)
 
     def _leave_one(self, slot: int) -> int:
         """`_leave` for one slot with plain ints."""
@@ -434,6 +440,7 @@ class Cluster:
         good), a false fix leaves the node as it was; it refills the warm spares first (or
         goes back to its pool)."""
         self.in_repair -= 1
+        self.renewed[node] = True
         if self.incidents is not None:
             self.incidents.returned(node, self.calendar.returned_s)
         if fixed and not (self.plan.lemons_permanent and self.lemon[node]):

@@ -369,13 +369,19 @@ class FailureSource:
         else:
             self.base.pending.append((ends, self.position, indices))
 
-    def activate(self, node_slots: np.ndarray) -> None:
-        """New nodes entered these slots: their components start fresh lifetimes."""
+    def activate(self, node_slots: np.ndarray, mid_life: np.ndarray | None = None) -> None:
+        """New nodes entered these slots: their components start fresh lifetimes, or, for a
+        class `in_service`, residual lives where `mid_life` (per slot) says the node has
+        served a while and not been renewed by a repair in the run."""
         if self.per_node == 0 or node_slots.size == 0:
             return
         per_node = self.per_node
         size = per_node * node_slots.size
         draws = self._draw_array(size)
+        if mid_life is not None and self.failure_class.in_service and mid_life.any():
+            rows = np.repeat(mid_life, per_node)
+            draws = np.array(draws, dtype=float)
+            draws[rows] = self.law.residual(self.rng, int(rows.sum()))
         if self.slot_scale is not None:
             scale = self.slot_scale[node_slots]
             draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
@@ -435,10 +441,18 @@ class FailureSource:
         self.ends = ends.tolist()
         self.base.pending.append((ends, self.position, np.arange(size)))
 
-    def activate_one(self, slot: int, scale: float) -> None:
-        """`activate` for one node slot with a scalar lifetime scale (the swap's hot path)."""
+    def activate_one(self, slot: int, scale: float, mid_life: bool = False) -> None:
+        """`activate` for one node slot with a scalar lifetime scale (the swap's hot path);
+        `mid_life`: the node has served a while and no repair in the run renewed it (a class
+        `in_service` draws its residual life)."""
         per_node = self.per_node
         base = self.env._now if self.idle is None else self.idle.now()
+        if mid_life and self.failure_class.in_service:
+            for i, lifetime in enumerate(self.law.residual(self.rng, per_node).tolist()):
+                self._set(slot * per_node + i, base + lifetime * scale)
+            if self.clocks.stale > self.clocks.limit:
+                self.clocks.compact()
+            return
         if per_node == 1:  # `_draw1` and `_set` in line (the swap's hot path)
             if self._next >= len(self._buffer):
                 self._buffer = self.law.sample(self.rng, BUFFER).tolist()

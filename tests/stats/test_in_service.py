@@ -86,6 +86,47 @@ def test_in_service_fails_at_its_rate_from_the_first_day():
     assert new.mean() > expected + 3 * new.std(ddof=1) / math.sqrt(new.size)
 
 
+def test_spares_enter_mid_life_and_repaired_nodes_fresh():
+    """A swap: a spare that no repair in the run renewed has served a while (a residual
+    life under `age: in_service`). With a spare pool far larger than the failures and
+    repairs longer than the window, every node that enters is such a spare, so each slot
+    is a renewal process of residual lives: its mean count is that of the numpy reference
+    below, and far below what fresh lives (shape 0.5) give."""
+    slots, window_h, mtbf_h = 16, 2000.0, 400.0
+    law = Weibull(mtbf_h, 0.5)
+    rng = np.random.default_rng(21)
+    reference = []
+    for _ in range(400):
+        draws = np.cumsum(law.residual(rng, 200))
+        reference.append(int(np.searchsorted(draws, window_h)))
+    expected = slots * np.mean(reference)  # failures of the job's slots in the window
+    doc = merge(
+        TINY,
+        {
+            "model": {"tokens": 1.0e15},
+            "cluster": {"nodes": slots, "gpus_per_node": 1, "spare_nodes": 2000},
+            "failures": [
+                {
+                    "name": "n",
+                    "scope": "node",
+                    "mtbf_hours": mtbf_h,
+                    "distribution": "weibull",
+                    "weibull_shape": 0.5,
+                    "age": "in_service",
+                    "detect_minutes": 0,
+                    "repair_hours": 80_000.0,
+                }
+            ],  # fmt: skip
+            "recovery": {"restart_minutes": 0},
+            "simulation": {"horizon_days": window_h / 24},
+        },
+    )
+    table = run(load_document(doc, "mid-life"), replicas=40, seed=6, progress=False)
+    counts = table["failures"].to_numpy()
+    se = math.sqrt(counts.var(ddof=1) / counts.size + slots * np.var(reference) / len(reference))
+    assert abs(counts.mean() - expected) < 3 * se, (counts.mean(), expected)
+
+
 NODES, GPUS, WINDOW_H = 64, 8, 4000.0
 NODE_MTBF_H = 400.0
 
