@@ -537,8 +537,9 @@ def renewal_rate(events: int, exposure: float, shape: float, level: float = LEVE
     long window their counts vary φ = CV² = Γ(1+2/k)/Γ(1+1/k)² − 1 times as much as
     Poisson counts (Cox 1962), so the exact interval is taken on k/φ effective events over
     exposure/φ (a quasi-Poisson interval: the estimate is unchanged, the interval wider for
-    k < 1)."""
-    phi = math.gamma(1 + 2 / shape) / math.gamma(1 + 1 / shape) ** 2 - 1
+    k < 1). Never narrower than the Poisson interval (φ ≥ 1): a shape above 1 chosen by
+    chance would otherwise narrow it."""
+    phi = max(1.0, math.gamma(1 + 2 / shape) / math.gamma(1 + 1 / shape) ** 2 - 1)
     scaled = poisson_rate(events / phi, exposure / phi, level)  # type: ignore[arg-type]
     return Estimate(scaled.value, scaled.low, scaled.high, events)
 
