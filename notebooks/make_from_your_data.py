@@ -54,8 +54,10 @@ cells = [
         "table.round(3)"
     ),
     nbf.v4.new_markdown_cell(
-        "Each class's times between a node's failures (Kaplan-Meier: the last stretch of each "
-        "node is cut off by the window's end) against the fitted exponential and Weibull. The "
+        "Each class's times between two failures of a node (Kaplan-Meier: the last stretch of "
+        "each node is cut off by the window's end; the first, from the window's start, is the "
+        "rest of a life already running and is left out) against the fitted exponential and "
+        "Weibull. The "
         "host failures bend away from the exponential: many early repeats, then long quiet "
         "stretches (shape < 1), and AIC picks the Weibull; the GPU Xids do not."
     ),
@@ -129,9 +131,10 @@ cells = [
         "`expected` is what the scenario's rate gives over the run's exposure so far (its "
         "nodes x GPUs x 10 days); the posterior sits between the prior and what the run saw, "
         "the more so the longer the run has gone. Two things the counts do not say on their "
-        "own (docs/fitting.md, limits): the host class is a Weibull of shape < 1, which fails "
-        "most in the nodes' first days, above its long-run rate, and the update reads part of "
-        "that as a higher rate; and a job that waited for nodes had fewer of them exposed than "
+        "own (docs/fitting.md, limits): the counts of the host class, a Weibull of shape < 1 "
+        "whose nodes are in service (`age: in_service`), bunch more than Poisson counts, so "
+        "the update, which reads them as Poisson, is surer than it should be; and a job that "
+        "waited for nodes had fewer of them exposed than "
         "the nodes x days it is credited with, which pulls the update down. The forecast "
         "beside the scenario alone:"
     ),
