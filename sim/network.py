@@ -205,6 +205,26 @@ def gradient_bytes_per_rank(scenario: Scenario) -> float:
     return volume * 1.5 if scenario.parallelism.zero_stage == 3 else volume
 
 
+# A transformer layer's parameter tensors (GPT: the two layer norms' weights and biases,
+# the QKV, projection and two MLP matrices and their biases): the collectives of one
+# layer's ZeRO-3 gather when each tensor is gathered on its own (zero3_gather: tensor)
+TENSORS_PER_LAYER = 12
+
+
+def zero3_gather_latency_s(scenario: Scenario) -> float:
+    """The latency of one ZeRO-3 all-gather (or reduce-scatter) over a data-parallel
+    group: the ring's (n − 1) steps, paid once per collective whatever its size."""
+    cluster = scenario.cluster
+    return collective(
+        "all_gather",
+        0.0,
+        layout(scenario).dp_group(),
+        scenario.network,
+        cluster.gpu_spec,
+        cluster.gpus_per_node,
+    ).latency_s
+
+
 def layout(scenario: Scenario) -> Layout:
     para, cluster = scenario.parallelism, scenario.cluster
     return Layout(cluster.nodes, cluster.gpus_per_node, para.tensor, para.pipeline, para.context)

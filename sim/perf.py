@@ -99,7 +99,14 @@ class StepParts:
     forward_share: float = 1.0 / 3.0  # of the compute: the forward passes (the rest: backward)
     buckets: int = 1  # the gradient reduction is issued in this many buckets
     zero_stage: int = 0
-    layers_per_stage: float = 1.0  # ZeRO-3 gathers and reduces layer by layer
+    # ZeRO-3: collectives per pass over the stage's layers (one a layer, or one a tensor), the
+    # latency each pays, whether the gathers are prefetched behind compute (zero3_gather:
+    # layer) or issued when the module runs (tensor), and whether the backward gathers
+    # again for its recomputed forward (gathered per module with full recomputation)
+    zero3_collectives: float = 1.0
+    zero3_latency_s: float = 0.0
+    zero3_prefetched: bool = True
+    zero3_regather: bool = False
     pipeline_sends: float = 0.0  # stage-to-stage sends per step on one GPU's critical path
     pipeline_send_s: float = 0.0  # one send
     sends_overlap: bool = False  # the interleaved schedule overlaps sends with compute
@@ -247,6 +254,8 @@ def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
     )
     full_recompute = para.recompute == "full"
     dp_bytes = network.gradient_bytes_per_rank(scenario)
+    layers = model.layers / para.pipeline if model.layers else 1.0
+    per_tensor = para.zero3_gather == "tensor"
     return StepParts(
         model_flops=flops,
         compute_flops=flops * (FULL_RECOMPUTE_FACTOR if full_recompute else 1.0),
@@ -262,7 +271,10 @@ def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
         forward_share=0.25 if full_recompute else 1.0 / 3.0,
         buckets=max(1, math.ceil(dp_bytes / (scenario.performance.bucket_MB * 1e6))),
         zero_stage=para.zero_stage,
-        layers_per_stage=model.layers / para.pipeline if model.layers else 1.0,
+        zero3_collectives=layers * (network.TENSORS_PER_LAYER if per_tensor else 1),
+        zero3_latency_s=network.zero3_gather_latency_s(scenario) if para.zero_stage == 3 else 0.0,
+        zero3_prefetched=not per_tensor,
+        zero3_regather=per_tensor and full_recompute,
         pipeline_sends=sends,
         pipeline_send_s=network.pipeline_send_s(scenario) if sends else 0.0,
         sends_overlap=para.virtual_stages > 1,
@@ -279,15 +291,21 @@ def _exposed_traffic(parts: StepParts, compute_s: float) -> tuple[float, float, 
     o, dp = parts.overlap, parts.data_parallel_s
     tail, zero3 = 0.0, 0.0
     if parts.zero_stage == 3:
-        # per microbatch and layer: the parameters gathered for the forward, again for the
-        # backward, the gradients reduce-scattered (a third of the traffic each), each
-        # prefetched behind the compute of its pass (the first layer's never hides)
-        third = dp / 3.0 / parts.microbatches
-        layers = max(1, round(parts.layers_per_stage))
-        zero3 = parts.microbatches * (
-            hidden_behind(third, forward, o, layers)
-            + hidden_behind(2.0 * third, backward, o, layers)
-        )
+        # per microbatch, a pass over the layers: the parameters gathered for the forward,
+        # again for the backward (and for its recomputed forward when gathered per module),
+        # the gradients reduce-scattered; each pass a third of the traffic plus the latency
+        # of its collectives. Prefetched, each hides behind the compute of its pass (the
+        # first layer's never does); gathered on demand, the compute waits for all of it.
+        one_pass = dp / 3.0 / parts.microbatches + parts.zero3_collectives * parts.zero3_latency_s
+        backward_passes = 3.0 if parts.zero3_regather else 2.0
+        if parts.zero3_prefetched:
+            buckets = max(1, round(parts.zero3_collectives))
+            zero3 = parts.microbatches * (
+                hidden_behind(one_pass, forward, o, buckets)
+                + hidden_behind(backward_passes * one_pass, backward, o, buckets)
+            )
+        else:
+            zero3 = parts.microbatches * (1.0 + backward_passes) * one_pass
     elif parts.zero_stage == 0:
         tail = hidden_behind(dp, backward, o, parts.buckets)
     else:

@@ -170,11 +170,26 @@ class ParallelismConfig(_Section):
     # optimizer sharding over the data-parallel ranks (ZeRO stage): 0 none, 1 optimizer
     # states (Megatron's distributed optimizer), 2 and gradients, 3 and weights (FSDP)
     zero_stage: Literal[0, 1, 2, 3] = 1
+    # ZeRO-3's parameter gathers: `layer`, one flat all-gather per layer prefetched behind
+    # the compute before it (FSDP, Megatron-Core); `tensor`, one per parameter tensor
+    # issued when its module runs, the compute waiting for it (DeepSpeed's ZeRO-3 as first
+    # released), so each pays the ring's latency, which grows with the ranks
+    zero3_gather: Literal["layer", "tensor"] = "layer"
     # activation recomputation: none, selective (the attention core), full (whole layers)
     recompute: Literal["none", "selective", "full"] = "selective"
     # context parallelism: GPUs that split each sequence (ring attention, Megatron's CP):
     # a data-parallel replica is tensor x context x pipeline GPUs
     context: Count = 1
+
+    @model_validator(mode="after")
+    def _gathers_need_zero3(self) -> ParallelismConfig:
+        if self.zero3_gather != "layer" and self.zero_stage != 3:
+            raise KeyPathError(
+                "zero3_gather",
+                f"zero3_gather says how ZeRO-3 gathers the parameters; with zero_stage "
+                f"{self.zero_stage} nothing is gathered: set zero_stage: 3 or drop the key",
+            )
+        return self
 
 
 # The keys that describe the configuration a step runs on (`performance.mfu_at` names them).

@@ -58,12 +58,6 @@ def test_megatron_sc21_ptdp_rows(nodes, teraflops):
     assert mfu == pytest.approx(sc21_as_mfu(teraflops), abs=0.02)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known miss (docs/sizing.md): Table 2's 768 and 1,536 ZeRO-3 rows take the same "
-    "74 days, a step bound by ~16 GB/s per GPU of parameter traffic, a tenth of what NCCL's "
-    "ring moves over 8 HDR NICs per node; the model predicts almost no loss",
-)
 @pytest.mark.parametrize(("nodes", "micro", "teraflops"), [(96, 2, 88), (192, 1, 44)])
 def test_megatron_sc21_zero3_rows(nodes, micro, teraflops):
     mfu = predicted(
@@ -75,7 +69,8 @@ def test_megatron_sc21_zero3_rows(nodes, micro, teraflops):
 
 
 def test_zero3_gathers_grow_the_exposed_traffic_as_the_microbatch_shrinks():
-    """The direction, at least: ZeRO-3's per-GPU gathers stay while compute halves."""
+    """ZeRO-3's per-GPU gathers stay (their latency grows with the ranks) while the compute
+    halves."""
     shares = [
         perf.step_breakdown(
             load_scenario(
@@ -165,3 +160,32 @@ def test_fewer_microbatches_than_stages_with_the_interleaved_schedule():
     assert perf.microbatches(s) == 8 and perf.configuration_problem(s) is None
     assert perf.memory_use(s).in_flight == 8
     assert perf.bubble_share(16, 2, 8) == 15 / 16
+
+
+def test_zero3_step_by_hand_at_1536_gpus():
+    """Table 2's 1,536-GPU row as the model composes it, by hand: each of the 3 gathers
+    (forward, recomputed forward, backward) and the reduce-scatter is a pass over 96 layers
+    of 12 tensors, each collective paying the ring's latency, 8.4 µs + 1,535 x 5 µs, plus a
+    third of the 1.5 x 349 GB all-reduce's ring traffic at the NCCL bus bandwidth; nothing
+    hides (gathered when each module runs)."""
+    s = load_scenario(
+        PUBLISHED / "megatron-sc21-175b-zero3.yaml",
+        ["cluster.nodes=192", "parallelism.micro_batch_size=1"],
+    ).base
+    b = perf.step_breakdown(s)
+    latency = 8.4e-6 + 1535 * 5e-6
+    traffic = 1.5 * 2 * 174.6e9 * 2 * 1535 / 1536  # the all-reduce's ring bytes
+    bus = network.bus_GB_s(network.Group(192, 8), s.network, s.cluster.gpu_spec, 8) * 1e9
+    one_pass = (traffic / bus + 2 * 1535 * 5e-6 + 8.4e-6) / 3 + 96 * 12 * latency
+    # the flow model's all-reduce on Selene's non-blocking tree is the α–β ring's
+    assert b.exposed_data_parallel_s == pytest.approx(4 * one_pass, rel=1e-3)
+    assert b.step_s == pytest.approx(b.compute_s + 4 * one_pass, rel=1e-3)
+
+
+def test_a_zero3_gather_mode_without_zero3_is_refused(tmp_path):
+    doc = read_yaml(PUBLISHED / "megatron-sc21-175b-zero3.yaml")
+    doc["parallelism"]["zero_stage"] = 2
+    path = tmp_path / "z.yaml"
+    path.write_text(__import__("yaml").safe_dump(doc))
+    with pytest.raises(ScenarioError, match=r"parallelism\.zero3_gather.*zero_stage: 3"):
+        load_scenario(path)

@@ -83,10 +83,29 @@ def test_the_exposed_reduction_follows_the_schedule_by_hand():
     # ZeRO 3: per microbatch a 1/24 s gather behind the forward and 2/24 s behind the
     # backward, each in 4 layers (the first never hides: 1/4 of each exposed), inside the
     # pipeline (the bubble scales it)
-    gathered = perf.compose_step(replace(parts, zero_stage=3, layers_per_stage=4), 0.5)
+    gathered = perf.compose_step(replace(parts, zero_stage=3, zero3_collectives=4), 0.5)
     exposed = 8 * (1 / 24 + 2 / 24) / 4
     assert gathered.exposed_data_parallel_s == pytest.approx(exposed, rel=1e-12)
     assert gathered.step_s == pytest.approx((6.5 + exposed) * 1.25, rel=1e-12)
+    # each of the 4 collectives of a pass pays 2 ms of latency: a pass is 1/24 + 0.008 s
+    slow = perf.compose_step(
+        replace(parts, zero_stage=3, zero3_collectives=4, zero3_latency_s=0.002), 0.5
+    )
+    assert slow.exposed_data_parallel_s == pytest.approx(8 * 3 * (1 / 24 + 0.008) / 4, rel=1e-12)
+    # gathered per tensor when each module runs (48 collectives a pass), with full
+    # recomputation: forward, recomputed forward, backward gathers and the reduce-scatter,
+    # none hidden
+    demand = replace(
+        parts,
+        zero_stage=3,
+        zero3_collectives=48,
+        zero3_latency_s=0.002,
+        zero3_prefetched=False,
+        zero3_regather=True,
+    )
+    on_demand = perf.compose_step(demand, 0.5)
+    assert on_demand.exposed_data_parallel_s == pytest.approx(8 * 4 * (1 / 24 + 0.096), rel=1e-12)
+    assert on_demand.step_s == pytest.approx((6.5 + 8 * 4 * (1 / 24 + 0.096)) * 1.25, rel=1e-12)
     # fewer microbatches per replica: the same reduction beside a longer last backward
     fewer = perf.compose_step(replace(parts, microbatches=2), 0.5)
     assert fewer.exposed_data_parallel_s == pytest.approx(0.25, rel=1e-12)
@@ -105,7 +124,7 @@ def test_calibration_inverts_the_schedule_exactly():
         6e12, 6e12, 2e12, 0.5, 0.25, 1.0, 0.75, "ring", microbatches=8, buckets=4
     )
     for stage in (0, 1, 3):
-        staged = replace(parts, zero_stage=stage, layers_per_stage=4)
+        staged = replace(parts, zero_stage=stage, zero3_collectives=4)
         step = perf.compose_step(staged, 0.42).step_s
         compute = perf._compute_s_of(staged, step)
         assert 6e12 / (2e12 * compute) == pytest.approx(0.42, rel=1e-10)
