@@ -320,10 +320,10 @@ class Cluster:
 
     # ---- failures and repair
 
-    def _lasting(self, failure: Failure) -> bool:
-        """Whether `failure` comes from a lasting fault of its node: one draw per failure
-        of a class with `fault_prob` > 0 (none past the classes: a drained straggler)."""
-        index = failure.class_index
+    def lasting(self, index: int) -> bool:
+        """Whether a failure of class `index` comes from a lasting fault of its node: one
+        draw per failure of a class with `fault_prob` > 0 (none past the classes: a drained
+        straggler)."""
         if index >= len(self.fault_prob) or not self.fault_prob[index]:
             return False
         assert self.lasting_rng is not None
@@ -332,15 +332,14 @@ class Cluster:
     def fault_stays(self, failure: Failure, slot: int) -> None:
         """A failure that does not replace its node (`replace: false`): a lasting fault
         behind it stays in the job with the node."""
-        if self.filled[slot] and self._lasting(failure):
+        if self.filled[slot] and self.lasting(failure.class_index):
             self._mark_faulty(slot)
 
     def send_to_repair(self, failure: Failure, slot: int, diagnosed: bool = False) -> None:
         """The node in `slot` failed: it leaves for repair (or retirement), with a lasting
         fault if the failure came from one (it keeps one it had). With a misdiagnosis
         another node of the job goes instead and the faulty one stays, with the lasting
-        fault if any (not when the node is `diagnosed` already: a health check names it).
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        fault if any (not when the node is `diagnosed` already: a health check names it)."""
         if not self.filled[slot]:
             if self.incidents is not None:
                 self.incidents.merged(failure)
@@ -353,7 +352,7 @@ class Cluster:
             if failure.class_index < len(classes)
             else True
         )
-        lasting = self._lasting(failure)
+        lasting = self.lasting(failure.class_index)
         if (
             not diagnosed
             and repair is not None
@@ -371,30 +370,40 @@ class Cluster:
                 self._mark_faulty(slot)  # the faulty node stays, and so does its fault
             slot = wrong
             lasting = False  # the node that leaves has nothing new wrong with it
+        node, path = self.leave_for_repair(
+            slot, lasting, failure.class_index, failure.repair_mean_s, failure.repair_s
+        )
+        if self.incidents is not None:
+            self.incidents.left(failure, node, path)
+
+    def leave_for_repair(
+        self,
+        slot: int,
+        lasting: bool,
+        class_index: int,
+        repair_mean_s: float,
+        repair_s: float | None = None,
+    ) -> tuple[int, str]:
+        """The node in `slot` leaves the job (a failure of the class sent it; with a
+        `lasting` fault) for repair or retirement; returns (node, "repair" | "retired" | the
+        repair shop's path). A known `repair_s` (a leaf switch's) brings it back with the
+        repaired part, mending no fault of its own."""
         node = self._leave_one(slot)
         self.nodes_replaced += 1
-        if failure.repair_s is not None:  # back together with a repaired part (a leaf switch)
-            # ... and as it left: the switch's repair mends no fault of the node's own
+        if repair_s is not None:  # back together with a repaired part (a leaf switch)
             self.in_repair += 1
-            self.calendar.back_at(self.env.now + failure.repair_s, node, False)
-            if self.incidents is not None:
-                self.incidents.left(failure, node, "repair")
-            return
+            self.calendar.back_at(self.env.now + repair_s, node, False)
+            return node, "repair"
         if lasting:
             self.faulty[node] = True  # it has a lasting fault until a true fix
         if self._retires(node):
-            if self.incidents is not None:
-                self.incidents.left(failure, node, "retired")
-            return
+            return node, "retired"
         self.in_repair += 1
         if self.shop is not None:
-            path = self.shop.repair(node)
-        else:
-            duration = self.repair_rngs[failure.class_index].exponential(failure.repair_mean_s)
-            self.calendar.back_at(self.env.now + duration, node, True)
-            path = "repair"
-        if self.incidents is not None:
-            self.incidents.left(failure, node, path)
+            return node, self.shop.repair(node)
+        duration = self.repair_rngs[class_index].exponential(repair_mean_s)
+        self.calendar.back_at(self.env.now + duration, node, True)
+        return node, "repair"
 
     def _other_slot(self, slot: int) -> int:
         assert self.fault_rng is not None

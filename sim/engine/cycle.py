@@ -10,8 +10,13 @@ clock itself: the same steps in the same order as the job process's general path
 (`Job._train`, `_wait`, `FailureSource.fire`, `FailureRouter.route`,
 `Progress.book`, `Job._quick_outage`), the same draws from the same streams, the
 same arithmetic, so every number is identical to the general path's (tested
-replica by replica, `tests/engine/test_cycle.py` and `benchmarks/cycle_soak.py`). The
-general path's functions it repeats say so: a change to one is a change to both.
+replica by replica, `tests/engine/test_cycle.py` and `benchmarks/cycle_soak.py`).
+A failure's strike (`FailureSource.renew`, `FailureRouter.count`), a node's way
+to repair (`Cluster.lasting`, `Cluster.leave_for_repair`) and the compute-time
+clock (`IdleClock`) are the general path's own calls, in its order. The stretch's
+booking and the outage's parts are still computed here beside `Stretch`,
+`Progress.book` and `Job._quick_outage`, which say so: a change to one of those
+is a change to both.
 
 `run_cycles(job)` runs cycles until one needs the general path and tells the job how
 far it got (`Cycles`). It takes only the common configuration (`eligible`): a
@@ -26,11 +31,9 @@ leaves in the state the general path itself would have reached.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 from sim.engine.events import Failure
-from sim.engine.failures import BUFFER
 from sim.engine.ledger import excess_s
 
 # how far an outage got in line (`Job._quick_outage`, `run_cycles`): nothing, detection
@@ -76,40 +79,14 @@ def eligible(job) -> bool:
     )
 
 
-def _strike(job, source, now: float) -> int:
-    """`FailureSource.fire` and `FailureRouter.route` in line (the job runs; no silent
-    class, no handler, no incident log): the component's lifetime is renewed and the
+def _strike(job, source) -> int:
+    """`FailureSource.fire` and `FailureRouter.route` as an order of calls (the job runs; no
+    silent class, no handler, no incident log): the component's lifetime renewed, the
     failure counted (and as a lemon's). Returns the component; the failure is
     (source, component, now), a `Failure` only when the general path needs one."""
-    base, from_run = source.clocks._due
-    if from_run:
-        base.at += 1
-        index = base.run_idx[base.at - 1]
-    else:
-        index = heapq.heappop(base.heap)[2]
-    if source._next >= len(source._buffer):
-        source._buffer = source.law.sample(source.rng, BUFFER).tolist()
-        source._next = 0
-    lifetime = source._buffer[source._next]
-    source._next += 1
+    index = source.renew()
     per_node = source.per_node
-    if source.slot_scale is not None:
-        lifetime *= float(source.slot_scale[index // per_node])
-    idle = source.idle
-    end = (
-        now if idle is None else (now if idle.since is None else idle.since) - idle.idle_s
-    ) + lifetime
-    source.ends[index] = end
-    heapq.heappush(source.base.heap, (end, source.position, index))
-    ledger = job.ledger
-    cls = source.failure_class.index
-    ledger.failures[cls] += 1
-    router = job.router
-    if per_node and router.faults_matter and router.attributable[cls]:
-        cluster = job.cluster
-        node = cluster.slot_node[index // per_node]
-        if node >= 0 and cluster.faulty[node]:
-            ledger.failures_lemon += 1
+    job.router.count(source.failure_class.index, index // per_node if per_node else -1)
     return index
 
 
@@ -140,32 +117,18 @@ def _down_until(job, now: float, end: float) -> tuple[float, object]:
     return then, (source if wake < end else None)
 
 
-def _send_to_repair(job, cluster, struck: tuple, slot: int, now: float) -> None:
-    """`Cluster.send_to_repair` in line for the cycle's common case (no misdiagnosis, no
-    incident log): the node in `slot` leaves for repair or retirement."""
-    plan = cluster.plan
-    repair = plan.repair
+def _send_to_repair(job, cluster, struck: tuple, slot: int) -> None:
+    """`Cluster.send_to_repair` as an order of calls for the cycle's common case (no
+    misdiagnosis, no incident log, no repaired part): the node in `slot` leaves for repair
+    or retirement."""
+    repair = cluster.plan.repair
     if repair is not None and repair.misdiagnosis_prob > 0:
         cluster.send_to_repair(_failure(struck), slot)
         return
     if not cluster.filled[slot]:
         return  # already out (two failures of the same node merged)
     fc = struck[0].failure_class
-    cls = fc.index
-    prob = cluster.fault_prob[cls]
-    lasting = bool(cluster.lasting_rng.random() < prob) if prob else False
-    node = cluster._leave_one(slot)
-    cluster.nodes_replaced += 1
-    if lasting:
-        cluster.faulty[node] = True
-    if cluster._retires(node):
-        return
-    cluster.in_repair += 1
-    if cluster.shop is not None:
-        cluster.shop.repair(node)
-    else:
-        duration = cluster.repair_rngs[cls].exponential(fc.repair_mean_s)
-        cluster.calendar.back_at(now + duration, node, True)
+    cluster.leave_for_repair(slot, cluster.lasting(fc.index), fc.index, fc.repair_mean_s)
 
 
 def run_cycles(job) -> Cycles:
@@ -229,9 +192,8 @@ def _cycles(job) -> Cycles:
             duration = first_s + full_cycles * cycle_s
         duration = duration + 0.0  # + the drain (none): the float `Stretch.duration_s` holds
         t0 = env._now
-        if idle is not None and idle.since is not None:  # `IdleClock.resume`
-            idle.idle_s += t0 - idle.since
-            idle.since = None
+        if idle is not None:
+            idle.resume()
         until = min(t0 + duration, deadline)
         wake, source = clocks.next()
         if wake >= until or (queue and queue[0][0] <= wake):
@@ -244,7 +206,7 @@ def _cycles(job) -> Cycles:
         env._now = now
         if calendar.due_s <= now:  # before any decision: the nodes back by now
             calendar.advance(now)
-        struck = (source, _strike(job, source, now), now)
+        struck = (source, _strike(job, source), now)
         job._in_memory = False  # the job is down: its state is no longer on its GPUs
         # ---- the stretch booked (`Stretch._sync_position`, `Progress.book`)
         if elapsed < first_s:
@@ -301,14 +263,14 @@ def _cycles(job) -> Cycles:
             end = now + max(0.0, struck[2] + struck[0].failure_class.detect_s - now)
             if job._inbox or end > deadline or (queue and queue[0][0] <= end):
                 return _handed([struck], QUICK_NONE)
-            if idle is not None and idle.since is None:  # `IdleClock.pause`
-                idle.since = now
+            if idle is not None:
+                idle.pause()
             failures = [struck]
             began = now
             while now < end:  # failures meanwhile merge into it
                 now, source = _down_until(job, now, end)
                 if source is not None:
-                    failures.append((source, _strike(job, source, now), now))
+                    failures.append((source, _strike(job, source), now))
             ledger.detect_s += now - began
             # replacement: the failed nodes leave for repair (`Job._take`)
             for each in failures:
@@ -320,7 +282,7 @@ def _cycles(job) -> Cycles:
                 if source.failure_class.replace:
                     if caught:
                         caught.pop(slot, None)
-                    _send_to_repair(job, cluster, each, slot, now)
+                    _send_to_repair(job, cluster, each, slot)
                 else:
                     cluster.fault_stays(_failure(each), slot)
             if plan.nodes > cluster.active + len(cluster.warm) and cluster.pooled:
@@ -334,14 +296,14 @@ def _cycles(job) -> Cycles:
             if job._inbox or end > deadline or (queue and queue[0][0] <= end):
                 return _handed(failures, QUICK_REPLACED)
             ledger.restarts += 1
-            if idle is not None and idle.since is None:  # `IdleClock.pause`
-                idle.since = now
+            if idle is not None:
+                idle.pause()
             began = now
             abort = None
             while now < end:  # a failure aborts it
                 now, source = _down_until(job, now, end)
                 if source is not None:
-                    abort = (source, _strike(job, source, now), now)
+                    abort = (source, _strike(job, source), now)
                     break
             took = now - began
             if took > restart_s:

@@ -316,19 +316,22 @@ class FailureSource:
 
     def fire(self) -> None:
         """The class's next failure is due now (the job's wait reached it): renew the
-        component's lifetime and send the failure out.
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        component's lifetime and send the failure out."""
+        now = self.env._now
+        self.strike(self.failure(self.renew(), now))
+
+    def renew(self) -> int:
+        """The component whose failure `clocks.next` found (now) starts a new lifetime, at
+        its node's scale, in the class's time base. Returns the component."""
         index = self.clocks.take()
         lifetime = self._draw1()
-        per_node = self.per_node
         if self.slot_scale is not None:
-            lifetime *= float(self.slot_scale[index // per_node])
+            lifetime *= float(self.slot_scale[index // self.per_node])
         idle = self.idle
-        now = self.env._now
-        end = (now if idle is None else idle.now()) + lifetime
+        end = (self.env._now if idle is None else idle.now()) + lifetime
         self.ends[index] = end
         heapq.heappush(self.base.heap, (end, self.position, index))
-        self.strike(self.failure(index, now))
+        return index
 
     def failure(self, index: int, time_s: float) -> Failure:
         """The failure of component `index` at `time_s` (built from the class's template

@@ -255,6 +255,30 @@ class Job:
         finally:
             self.running = False
 
+    def stretch(self, shape: tuple) -> Stretch:
+        """The stretch the job trains next, from where its progress stands, with the plan's
+        figures for its size (`shape`) at the step time now."""
+        _, snapshot_s, drain_s, memory_s, nominal_s, slow_s = shape
+        plan, progress = self.plan, self.progress
+        pending = progress.pending
+        step_time = self.step_time  # StepTime.step_s and .slow_step_s, from the shape
+        added_s, factor = step_time._added_s, step_time._factor
+        return Stretch(
+            progress.resume_step,
+            plan.total_steps,
+            plan.interval_steps,
+            (nominal_s + added_s) * factor,
+            snapshot_s,
+            drain_s,
+            progress.done_steps,
+            progress.snapped_s,
+            pending.drain_left_s if pending else 0.0,
+            progress.durable_step,
+            plan.memory_every,
+            memory_s,
+            (slow_s + added_s) * factor,
+        )
+
     def _train(self):
         """Run stretches until finished (returns FINISHED) or a failure (returns it)."""
         env, plan = self.env, self.plan
@@ -277,26 +301,7 @@ class Job:
                     plan.step_s_with(replicas),
                     plan.slow_step_s(nodes, replicas),
                 )
-            replicas, snapshot_s, drain_s, memory_s, nominal_s, slow_s = shape
-            pending = self.progress.pending
-            step_time = self.step_time  # StepTime.step_s and .slow_step_s, from the shape
-            added_s, factor = step_time._added_s, step_time._factor
-            progress = self.progress
-            stretch = Stretch(
-                progress.resume_step,
-                plan.total_steps,
-                plan.interval_steps,
-                (nominal_s + added_s) * factor,
-                snapshot_s,
-                drain_s,
-                progress.done_steps,
-                progress.snapped_s,
-                pending.drain_left_s if pending else 0.0,
-                progress.durable_step,
-                plan.memory_every,
-                memory_s,
-                (slow_s + added_s) * factor,
-            )
+            stretch = self.stretch(shape)
             t0 = env.now
             if self.idle is not None:
                 self.idle.resume()

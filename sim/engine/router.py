@@ -33,8 +33,7 @@ class FailureRouter:
             self.handlers[scope] = handler
 
     def route(self, failure: Failure) -> None:
-        """Count the failure (while the job runs) and hand it to its owner.
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        """Count the failure (while the job runs) and hand it to its owner."""
         if not self.job.running:
             return
         if failure.since_s is not None:  # a silent corruption found now: counted when it struck
@@ -42,7 +41,7 @@ class FailureRouter:
             return
         if self.silent[failure.class_index] and not self.job.holds_state:
             return  # no training state on the GPUs while the job is down: nothing to corrupt
-        self.ledger.failures[failure.class_index] += 1
+        self.count(failure.class_index, failure.nodes[0] if failure.nodes else -1)
         if self.incidents is not None:
             self._log(failure)
         if self.silent[failure.class_index]:  # nobody notices until its detection
@@ -70,11 +69,7 @@ class FailureRouter:
                 self.route(later)
 
             self.job.env.timeout(failure.detect_s).callbacks.append(found)
-            if self.faults_matter:
-                self._count_lemon(failure)
             return
-        if self.faults_matter:
-            self._count_lemon(failure)
         self.handlers.get(failure.scope, self.job.strike)(failure)
 
     def _log(self, failure: Failure) -> None:
@@ -85,10 +80,15 @@ class FailureRouter:
         lasting = node >= 0 and bool(cluster.faulty[node])
         self.incidents.struck(failure, node, lasting)
 
-    def _count_lemon(self, failure: Failure) -> None:
+    def count(self, class_index: int, slot: int) -> None:
+        """A failure of the class that struck the node in `slot` (-1: no node of its own),
+        counted; and as a lemon's when faults matter, the class is the node's own and the
+        node has a lasting fault."""
+        self.ledger.failures[class_index] += 1
         if (
-            self.attributable[failure.class_index]
-            and failure.nodes
-            and self.job.cluster.is_faulty(failure.nodes[0])
+            self.faults_matter
+            and slot >= 0
+            and self.attributable[class_index]
+            and self.job.cluster.is_faulty(slot)
         ):
             self.ledger.failures_lemon += 1
