@@ -92,7 +92,7 @@ class StepParts:
     peak_flops: float  # FLOP/s
     tensor_parallel_s: float
     bubble_share: float  # (pipeline − 1) / (virtual stages · microbatches)
-    data_parallel_s: float  # the gradient all-reduce (ZeRO-3: its whole traffic per step)
+    data_parallel_s: float  # the gradient all-reduce (ZeRO-3: its traffic per microbatch)
     overlap: float  # the best share of the compute beside a transfer that hides it
     collective: str
     microbatches: float = 1.0  # per replica and step
@@ -191,9 +191,14 @@ def gradient_allreduce_at_s(scenario: Scenario, replicas: int) -> float:
             cluster.gpu_spec,
             cluster.gpus_per_node,
         ).seconds
+    return gradient_allreduce_s(shrunk_to(scenario, replicas))
+
+
+def shrunk_to(scenario: Scenario, replicas: int) -> Scenario:
+    """The scenario on the nodes `replicas` data-parallel replicas need (an elastic shrink)."""
+    cluster = scenario.cluster
     nodes = math.ceil(replicas * gpus_per_replica(scenario) / cluster.gpus_per_node)
-    shrunk = scenario.model_copy(update={"cluster": cluster.model_copy(update={"nodes": nodes})})
-    return gradient_allreduce_s(shrunk)
+    return scenario.model_copy(update={"cluster": cluster.model_copy(update={"nodes": nodes})})
 
 
 def sequences_per_step(scenario: Scenario) -> float | None:
@@ -272,7 +277,13 @@ def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
         buckets=max(1, math.ceil(dp_bytes / (scenario.performance.bucket_MB * 1e6))),
         zero_stage=para.zero_stage,
         zero3_collectives=layers * (network.TENSORS_PER_LAYER if per_tensor else 1),
-        zero3_latency_s=network.zero3_gather_latency_s(scenario) if para.zero_stage == 3 else 0.0,
+        zero3_latency_s=(
+            network.zero3_gather_latency_s(
+                scenario if replicas == full else shrunk_to(scenario, replicas)
+            )
+            if para.zero_stage == 3
+            else 0.0
+        ),
         zero3_prefetched=not per_tensor,
         zero3_regather=per_tensor and full_recompute,
         pipeline_sends=sends,
@@ -291,12 +302,13 @@ def _exposed_traffic(parts: StepParts, compute_s: float) -> tuple[float, float, 
     o, dp = parts.overlap, parts.data_parallel_s
     tail, zero3 = 0.0, 0.0
     if parts.zero_stage == 3:
-        # per microbatch, a pass over the layers: the parameters gathered for the forward,
+        # every microbatch, a pass over the layers: the parameters gathered for the forward,
         # again for the backward (and for its recomputed forward when gathered per module),
-        # the gradients reduce-scattered; each pass a third of the traffic plus the latency
-        # of its collectives. Prefetched, each hides behind the compute of its pass (the
-        # first layer's never does); gathered on demand, the compute waits for all of it.
-        one_pass = dp / 3.0 / parts.microbatches + parts.zero3_collectives * parts.zero3_latency_s
+        # the gradients reduce-scattered; each pass a third of the traffic (all the
+        # parameters or gradients of the stage) plus the latency of its collectives.
+        # Prefetched, each hides behind the compute of its pass (the first layer's never
+        # does); gathered on demand, the compute waits for all of it.
+        one_pass = dp / 3.0 + parts.zero3_collectives * parts.zero3_latency_s
         backward_passes = 3.0 if parts.zero3_regather else 2.0
         if parts.zero3_prefetched:
             buckets = max(1, round(parts.zero3_collectives))

@@ -172,9 +172,10 @@ class ParallelismConfig(_Section):
     zero_stage: Literal[0, 1, 2, 3] = 1
     # ZeRO-3's parameter gathers: `layer`, one flat all-gather per layer prefetched behind
     # the compute before it (FSDP, Megatron-Core); `tensor`, one per parameter tensor
-    # issued when its module runs, the compute waiting for it (DeepSpeed's ZeRO-3 as first
-    # released), so each pays the ring's latency, which grows with the ranks
-    zero3_gather: Literal["layer", "tensor"] = "layer"
+    # issued when its module runs, the compute waiting for it; each pays the ring's
+    # latency, which grows with the ranks
+    # (unset: layer; only with zero_stage 3)
+    zero3_gather: Literal["layer", "tensor"] | None = None
     # activation recomputation: none, selective (the attention core), full (whole layers)
     recompute: Literal["none", "selective", "full"] = "selective"
     # context parallelism: GPUs that split each sequence (ring attention, Megatron's CP):
@@ -183,11 +184,12 @@ class ParallelismConfig(_Section):
 
     @model_validator(mode="after")
     def _gathers_need_zero3(self) -> ParallelismConfig:
-        if self.zero3_gather != "layer" and self.zero_stage != 3:
+        if self.zero3_gather is not None and self.zero_stage != 3:
             raise KeyPathError(
                 "zero3_gather",
-                f"zero3_gather says how ZeRO-3 gathers the parameters; with zero_stage "
-                f"{self.zero_stage} nothing is gathered: set zero_stage: 3 or drop the key",
+                f"zero3_gather says how ZeRO-3 gathers each layer's parameters; with "
+                f"zero_stage {self.zero_stage} there are no per-layer gathers: set "
+                f"zero_stage: 3 or drop the key",
             )
         return self
 

@@ -182,10 +182,25 @@ def test_zero3_step_by_hand_at_1536_gpus():
     assert b.step_s == pytest.approx(b.compute_s + 4 * one_pass, rel=1e-3)
 
 
-def test_a_zero3_gather_mode_without_zero3_is_refused(tmp_path):
+@pytest.mark.parametrize("mode", ["tensor", "layer"])
+def test_a_zero3_gather_mode_without_zero3_is_refused(tmp_path, mode):
     doc = read_yaml(PUBLISHED / "megatron-sc21-175b-zero3.yaml")
     doc["parallelism"]["zero_stage"] = 2
+    doc["parallelism"]["zero3_gather"] = mode
     path = tmp_path / "z.yaml"
     path.write_text(__import__("yaml").safe_dump(doc))
     with pytest.raises(ScenarioError, match=r"parallelism\.zero3_gather.*zero_stage: 3"):
         load_scenario(path)
+
+
+def test_an_elastic_shrink_gathers_over_the_replicas_left():
+    """Shrunk to 768 replicas, the 1,536-GPU row's collectives pay the latency of a ring of
+    768 ranks (8.4 µs + 767 × 5 µs), not of the full group's."""
+    s = load_scenario(
+        PUBLISHED / "megatron-sc21-175b-zero3.yaml",
+        ["cluster.nodes=192", "parallelism.micro_batch_size=1"],
+    ).base
+    assert perf.step_parts(s).zero3_latency_s == pytest.approx(8.4e-6 + 1535 * 5e-6, rel=1e-12)
+    shrunk = perf.step_parts(s, replicas=768)
+    assert shrunk.zero3_latency_s == pytest.approx(8.4e-6 + 767 * 5e-6, rel=1e-12)
+    assert shrunk.microbatches == 2

@@ -80,18 +80,22 @@ def test_the_exposed_reduction_follows_the_schedule_by_hand():
     # 4 buckets allow) and a 0.5 s all-gather behind the next first forward (0.1875 hidden)
     sharded = perf.compose_step(replace(parts, zero_stage=1), 0.5)
     assert sharded.exposed_data_parallel_s == pytest.approx(0.125 + 0.3125, rel=1e-12)
-    # ZeRO 3: per microbatch a 1/24 s gather behind the forward and 2/24 s behind the
-    # backward, each in 4 layers (the first never hides: 1/4 of each exposed), inside the
-    # pipeline (the bubble scales it)
+    # ZeRO 3: every microbatch gathers all the parameters again: a 1/3 s gather behind its
+    # 0.25 s forward (0.75 of it, 0.1875 s, hides: under the 3 of 4 layers' 0.25 s) and
+    # 2/3 s (gather and reduce-scatter) behind its 0.5 s backward (0.375 s hides), inside
+    # the pipeline (the bubble scales it)
     gathered = perf.compose_step(replace(parts, zero_stage=3, zero3_collectives=4), 0.5)
-    exposed = 8 * (1 / 24 + 2 / 24) / 4
+    exposed = 8 * (1 / 3 - 0.1875 + 2 / 3 - 0.375)
     assert gathered.exposed_data_parallel_s == pytest.approx(exposed, rel=1e-12)
     assert gathered.step_s == pytest.approx((6.5 + exposed) * 1.25, rel=1e-12)
-    # each of the 4 collectives of a pass pays 2 ms of latency: a pass is 1/24 + 0.008 s
+    # each of the 4 collectives of a pass pays 2 ms of latency: a pass is 1/3 + 0.008 s,
+    # hidden as before (the windows, not the layers, bound it)
     slow = perf.compose_step(
         replace(parts, zero_stage=3, zero3_collectives=4, zero3_latency_s=0.002), 0.5
     )
-    assert slow.exposed_data_parallel_s == pytest.approx(8 * 3 * (1 / 24 + 0.008) / 4, rel=1e-12)
+    assert slow.exposed_data_parallel_s == pytest.approx(
+        8 * (3 * (1 / 3 + 0.008) - 0.1875 - 0.375), rel=1e-12
+    )
     # gathered per tensor when each module runs (48 collectives a pass), with full
     # recomputation: forward, recomputed forward, backward gathers and the reduce-scatter,
     # none hidden
@@ -104,8 +108,8 @@ def test_the_exposed_reduction_follows_the_schedule_by_hand():
         zero3_regather=True,
     )
     on_demand = perf.compose_step(demand, 0.5)
-    assert on_demand.exposed_data_parallel_s == pytest.approx(8 * 4 * (1 / 24 + 0.096), rel=1e-12)
-    assert on_demand.step_s == pytest.approx((6.5 + 8 * 4 * (1 / 24 + 0.096)) * 1.25, rel=1e-12)
+    assert on_demand.exposed_data_parallel_s == pytest.approx(8 * 4 * (1 / 3 + 0.096), rel=1e-12)
+    assert on_demand.step_s == pytest.approx((6.5 + 8 * 4 * (1 / 3 + 0.096)) * 1.25, rel=1e-12)
     # fewer microbatches per replica: the same reduction beside a longer last backward
     fewer = perf.compose_step(replace(parts, microbatches=2), 0.5)
     assert fewer.exposed_data_parallel_s == pytest.approx(0.25, rel=1e-12)
