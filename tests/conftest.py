@@ -190,19 +190,25 @@ def recorded_strikes() -> Iterator[list]:
     """Record every Failure the engine's failure sources emit (their time and class), before
     the engine decides whether to count it. Injected failures do not pass through here."""
     from sim.engine import simulate
-    from sim.engine.failures import FailureSource
+    from sim.engine.failures import FailureSource, SuperposedSource
 
     log: list = []
 
-    class Recording(FailureSource):
-        def __init__(self, env, failure_class, nodes, gpus_per_node, rng, strike):
-            def recorded(failure):
-                log.append(failure)
-                strike(failure)
+    def recording(base: type) -> type:
+        class Recording(base):
+            def __init__(self, env, failure_class, nodes, gpus_per_node, rng, strike):
+                def recorded(failure):
+                    log.append(failure)
+                    strike(failure)
 
-            super().__init__(env, failure_class, nodes, gpus_per_node, rng, recorded)
+                super().__init__(env, failure_class, nodes, gpus_per_node, rng, recorded)
 
-    with mock.patch.object(simulate, "FailureSource", Recording):
+        return Recording
+
+    with (
+        mock.patch.object(simulate, "FailureSource", recording(FailureSource)),
+        mock.patch.object(simulate, "SuperposedSource", recording(SuperposedSource)),
+    ):
         yield log
 
 

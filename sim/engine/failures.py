@@ -23,6 +23,9 @@ from sim.engine.events import Failure
 from sim.engine.plan import FailureClassPlan
 
 BUFFER = 256  # lifetimes drawn per numpy call
+# exponential classes as one superposed clock each (`SuperposedSource`); off: a clock per
+# component for every class (tests compare the two in distribution)
+SUPERPOSE = True
 CHUNK = 64  # clocks started together that are sorted at a time (the rest wait unsorted)
 # the fields of a Failure that `FailureSource.fire` sets itself (the rest from a template)
 FIRED = frozenset({"time_s", "nodes", "component"})
@@ -122,7 +125,7 @@ class FailureClocks:
     job's wait, the source's `fire` when the wait reaches it (`take` pops its entry).
     """
 
-    __slots__ = ("sources", "idle", "wall", "compute", "stale", "limit", "_due")
+    __slots__ = ("sources", "idle", "wall", "compute", "stale", "limit", "_due", "superposed")
 
     def __init__(self, sources: list[FailureSource], idle: IdleClock | None):
         self.sources = sources
@@ -132,6 +135,8 @@ class FailureClocks:
         self.stale = 0  # entries that no longer match their source's list
         self.limit = 64  # past this many stale entries, `compact` looks at the heaps
         self._due: tuple[ClockBase, bool] | None = None  # where `next` found its entry
+        # the classes that are one clock each (`SuperposedSource`), outside the heaps
+        self.superposed = [source for source in sources if source.superposed]
         for position, source in enumerate(sources):
             source.position = position
             source.clocks = self
@@ -195,10 +200,20 @@ class FailureClocks:
                     best, best_position = end + shift, position
                     self._due = (base, from_run)
                 break
-        return best, (sources[best_position] if best != math.inf else None)
+        found = sources[best_position] if best != math.inf else None
+        for source in self.superposed:
+            end = source.end
+            if source.idle is not None:
+                if shift is None:
+                    continue  # compute time stands still while the job is down
+                end += shift
+            if end < best:
+                best, found = end, source
+        return best, found
 
     def take(self) -> int:
-        """Pop the entry `next` found (its component's index)."""
+        """Pop the entry `next` found (its component's index; a heap's, not a superposed
+        class's: that one renews itself)."""
         base, from_run = self._due
         if from_run:
             base.at += 1
@@ -276,6 +291,8 @@ class FailureSource:
     time for `while_idle: false`, see `IdleClock`) in `ends`, and in the clocks' heap of
     that time base.
     """
+
+    superposed = False  # one clock per component (SuperposedSource: one for the class)
 
     def __init__(
         self,
@@ -553,3 +570,146 @@ class FailureSource:
             self._next = 0
         self._next += 1
         return self._buffer[self._next - 1]
+
+
+def superposable(fc: FailureClassPlan, health_checks: bool) -> bool:
+    """Whether a class's clocks can be one superposed clock: its law has no memory
+    (exponential), and no health check looks ahead at which node fails next (a look-ahead
+    needs each node's own clock)."""
+    if not isinstance(fc.lifetime_s, Exponential):
+        return False
+    return not (health_checks and fc.attributable and fc.scope in ("gpu", "node"))
+
+
+class SuperposedSource(FailureSource):
+    """An exponential class as one clock over its components in use (Poisson superposition
+    and thinning): the next failure comes when the hazard accumulated since the last one,
+    at the components' summed rate, reaches a lifetime drawn from the class's law (a
+    component at unit weight: its rate 1 / mean); the component that fails is drawn in
+    proportion to the rates, by a uniform from the class's stream. A component's weight is
+    1 / its lifetime scale (a lemon's, a node's own rate). When the components in use or
+    their rates change, the hazard left stays and only the end moves: a node swapped in
+    starts nothing, and nothing is drawn but one lifetime and one uniform per failure.
+
+    Exact in distribution for an exponential law; the per-component `FailureSource` keeps
+    laws with memory (Weibull, log-normal), where age is the state."""
+
+    superposed = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        assert self.per_node in (0, 1)  # a node's exponential GPUs are one node clock
+        size = len(self.ends)
+        self.ends = []  # no clock per component: `end` is the class's one
+        self.weights = np.zeros(size)  # 0: not in use
+        self.in_use: list[int] = []
+        self._where: dict[int, int] = {}  # component -> its place in `in_use`
+        self.total = 0.0  # the summed weights in use
+        self.left = math.nan  # hazard left at `since` (time at unit weight); NaN: none drawn
+        self.since = 0.0
+        self.end = math.inf  # the next failure, in the class's time base
+        self._uniforms: list[float] = []
+        self._u_next = 0
+        self._cumulative: np.ndarray | None = None  # of the weights (non-uniform victims)
+
+    # ---- the components in use
+
+    def _use(self, component: int, weight: float) -> None:
+        if component not in self._where:
+            self._where[component] = len(self.in_use)
+            self.in_use.append(component)
+        self.weights[component] = weight
+        self._cumulative = None
+
+    def _drop(self, component: int) -> None:
+        place = self._where.pop(component, None)
+        if place is None:
+            return
+        last = self.in_use.pop()
+        if last != component:
+            self.in_use[place] = last
+            self._where[last] = place
+        self.weights[component] = 0.0
+        self._cumulative = None
+
+    def _retime(self) -> None:
+        """The components in use or their weights changed: the hazard accumulated until now
+        at the old total is spent, what is left runs at the new total."""
+        now = self._now()
+        if math.isnan(self.left):
+            self.left = self._draw1()
+        elif self.total > 0.0:
+            self.left = max(0.0, self.left - (now - self.since) * self.total)
+        self.since = now
+        self.total = (
+            float(len(self.in_use)) if self.slot_scale is None else float(self.weights.sum())
+        )
+        self.end = now + self.left / self.total if self.in_use else math.inf
+
+    def _weight(self, slot: int) -> float:
+        return 1.0 if self.slot_scale is None else 1.0 / float(self.slot_scale[slot])
+
+    def start(self) -> None:
+        if self.per_node == 0:
+            for component in range(self.weights.size):
+                self._use(component, 1.0)
+            self._retime()
+
+    def fill_all(self) -> None:
+        if self.per_node:
+            for slot in range(self.weights.size):
+                self._use(slot, self._weight(slot))
+            self._retime()
+
+    def activate(self, node_slots: np.ndarray, mid_life: np.ndarray | None = None) -> None:
+        """Nodes entered these slots, or their rates changed (no age: `mid_life` is moot)."""
+        if self.per_node == 0 or node_slots.size == 0:
+            return
+        for slot in node_slots.tolist():
+            self._use(slot, self._weight(slot))
+        self._retime()
+
+    def activate_one(self, slot: int, scale: float, mid_life: bool = False) -> None:
+        self._use(slot, 1.0 / scale if scale != 1.0 else 1.0)
+        self._retime()
+
+    def deactivate_one(self, slot: int) -> None:
+        if slot in self._where:
+            self._drop(slot)
+            self._retime()
+
+    def deactivate(self, node_slots: np.ndarray) -> None:
+        if self.per_node == 0:
+            return
+        for slot in node_slots.tolist():
+            self._drop(slot)
+        self._retime()
+
+    def due_before(self, wall_s: float) -> list[tuple[float, int]]:
+        raise AssertionError("a superposed class has no clock per node to look ahead at")
+
+    # ---- a failure
+
+    def renew(self) -> int:
+        """The class's failure due now: the component struck, drawn in proportion to the
+        rates; a fresh lifetime for the class. Returns the component."""
+        if self._u_next >= len(self._uniforms):
+            self._uniforms = self.rng.random(BUFFER).tolist()
+            self._u_next = 0
+        u = self._uniforms[self._u_next]
+        self._u_next += 1
+        in_use = self.in_use
+        if self.slot_scale is None:
+            victim = in_use[int(u * len(in_use))]
+        else:
+            cumulative = self._cumulative
+            if cumulative is None:
+                cumulative = self._cumulative = np.cumsum(self.weights)
+            victim = int(np.searchsorted(cumulative, u * cumulative[-1], side="right"))
+            if victim >= cumulative.size or self.weights[victim] == 0.0:
+                victim = max(in_use, key=lambda c: (cumulative[c], c))  # rounding at the top
+        now = self._now()
+        self.left = self._draw1()
+        self.since = now
+        self.end = now + self.left / self.total
+        return victim

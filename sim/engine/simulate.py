@@ -11,10 +11,17 @@ from dataclasses import dataclass
 
 import simpy
 
+from sim.engine import failures as failure_clocks
 from sim.engine.cluster import Cluster
 from sim.engine.events import Failure, StragglerOnset
 from sim.engine.fabricstate import FabricState
-from sim.engine.failures import FailureClocks, FailureSource, IdleClock
+from sim.engine.failures import (
+    FailureClocks,
+    FailureSource,
+    IdleClock,
+    SuperposedSource,
+    superposable,
+)
 from sim.engine.incidents import Incidents
 from sim.engine.job import Job
 from sim.engine.ledger import DOWNTIME_PARTS, Ledger
@@ -131,8 +138,13 @@ def simulate_replica(
     def strike(failure: Failure) -> None:
         router_ref[0].route(failure)
 
+    checks = plan.health_checks is not None
     sources = [
-        FailureSource(
+        (
+            SuperposedSource
+            if failure_clocks.SUPERPOSE and superposable(fc, checks)
+            else FailureSource
+        )(
             env,
             fc,
             plan.nodes,

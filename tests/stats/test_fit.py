@@ -69,7 +69,9 @@ def test_round_trip_one_replica_recovers_each_rate():
     assert {c.name for c in result.classes} == set(TRUTH)
     for c in result.classes:
         assert c.rate.covers(TRUTH[c.name]), (c.name, c.rate)
-        assert c.events >= 20
+        # tens of events (~26 to ~51 expected: 10 to 20 per 1,000 GPU-days, 256 GPUs, ~10
+        # days): far above the 3 sd below the smallest expectation
+        assert c.events >= 26 - 3 * 26**0.5
         # the per-GPU-day rate is events over nodes x GPUs x window
         assert c.rate.value == pytest.approx(c.events / result.gpu_days * 1000)
     # flat repairs are exponential with the scenario's mean (hours until back in the spares)
@@ -167,15 +169,16 @@ def lemon_doc() -> dict:
 
 
 def test_lemon_mixture_covers_the_truth():
-    fractions = multipliers = 0
+    fractions = multipliers = exponential = 0
     for replica in range(12):
         result = fit.fit_log(engine_log(lemon_doc(), replica), seed=replica)
         lemons = result.lemons
         # the pooled lives of a lemon fleet look like a decreasing hazard, so the test's
         # null is drawn from that law (a p-value of at least 1/201); refitted on lives in a
-        # sound node's time, the law is the exponential again: the spread counted once
+        # sound node's time, the law is the exponential again (chosen by AIC in ~96% of
+        # replicas: 600 measured, with either clock layout): the spread counted once
         assert lemons is not None and lemons.overdispersed and lemons.p_value < 0.01
-        assert result.classes[0].distribution == "exponential"
+        exponential += result.classes[0].distribution == "exponential"
         fractions += lemons.fraction.covers(LEMONS / 64)
         multipliers += lemons.multiplier.covers(6.0)
         assert result.fragment()["cluster"]["lemon_fraction"] == pytest.approx(
@@ -190,6 +193,7 @@ def test_lemon_mixture_covers_the_truth():
         f"multiplier {multipliers}"
     )
     assert fractions >= 10 and multipliers >= 10, (fractions, multipliers)
+    assert exponential >= 10, exponential  # P(fewer | 96%) < 2%
 
 
 def numpy_log(rng, nodes, hours, rate_per_node_h, lemon_nodes=0, multiplier=1.0):
