@@ -591,74 +591,128 @@ class SuperposedSource(FailureSource):
     their rates change, the hazard left stays and only the end moves: a node swapped in
     starts nothing, and nothing is drawn but one lifetime and one uniform per failure.
 
-    Exact in distribution for an exponential law; the per-component `FailureSource` keeps
-    laws with memory (Weibull, log-normal), where age is the state."""
+    The components in use are kept in groups of equal weight (sound nodes and lemons: two),
+    so a change and a pick cost a few steps whatever the fleet; weights that all differ (a
+    node's own rate, `node_rate_cv`) are kept in a Fenwick tree instead (O(log n) a change
+    and a pick). Exact in distribution for an exponential law; the per-component
+    `FailureSource` keeps laws with memory (Weibull, log-normal), where age is the state."""
 
     superposed = True
+    GROUPS = 8  # past this many distinct weights at the build, a Fenwick tree
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         assert self.per_node in (0, 1)  # a node's exponential GPUs are one node clock
         size = len(self.ends)
         self.ends = []  # no clock per component: `end` is the class's one
-        self.weights = np.zeros(size)  # 0: not in use
-        self.in_use: list[int] = []
-        self._where: dict[int, int] = {}  # component -> its place in `in_use`
-        self.total = 0.0  # the summed weights in use
+        self.weights = [0.0] * size  # 0: not in use
+        self.in_use = 0
+        # groups of equal weight: weight -> its components, and where each component sits
+        self._groups: dict[float, list[int]] = {}
+        self._where: dict[int, int] = {}
+        self._tree: list[float] | None = None  # Fenwick tree of the weights (all differ)
+        self._top = 1 << max(0, size.bit_length() - 1)  # the tree walk's first step
+        self._sum = 0.0  # the summed weights in use now
+        self.total = 0.0  # ... as of `since`, when the hazard left was last settled
         self.left = math.nan  # hazard left at `since` (time at unit weight); NaN: none drawn
         self.since = 0.0
         self.end = math.inf  # the next failure, in the class's time base
         self._uniforms: list[float] = []
         self._u_next = 0
-        self._cumulative: np.ndarray | None = None  # of the weights (non-uniform victims)
 
     # ---- the components in use
 
     def _use(self, component: int, weight: float) -> None:
-        if component not in self._where:
-            self._where[component] = len(self.in_use)
-            self.in_use.append(component)
+        old = self.weights[component]
+        if old == weight:
+            return
+        if old:
+            self._leave_group(component, old)
+        else:
+            self.in_use += 1
         self.weights[component] = weight
-        self._cumulative = None
+        self._sum += weight - old
+        if self._tree is not None:
+            self._add(component, weight - old)
+        else:
+            group = self._groups.setdefault(weight, [])
+            self._where[component] = len(group)
+            group.append(component)
 
     def _drop(self, component: int) -> None:
-        place = self._where.pop(component, None)
-        if place is None:
+        old = self.weights[component]
+        if not old:
             return
-        last = self.in_use.pop()
-        if last != component:
-            self.in_use[place] = last
-            self._where[last] = place
+        if self._tree is not None:
+            self._add(component, -old)
+        else:
+            self._leave_group(component, old)
         self.weights[component] = 0.0
-        self._cumulative = None
+        self.in_use -= 1
+        self._sum -= old
+
+    def _leave_group(self, component: int, weight: float) -> None:
+        group = self._groups[weight]
+        place = self._where.pop(component)
+        last = group.pop()
+        if last != component:
+            group[place] = last
+            self._where[last] = place
+
+    def _add(self, component: int, delta: float) -> None:
+        tree = self._tree
+        i, size = component + 1, len(tree)
+        while i < size:
+            tree[i] += delta
+            i += i & -i
+
+    def _settle(self) -> None:
+        """At the build: a Fenwick tree when the weights take many values."""
+        if len(self._groups) <= self.GROUPS:
+            return
+        tree = [0.0] + self.weights
+        size = len(tree)
+        for i in range(1, size):
+            j = i + (i & -i)
+            if j < size:
+                tree[j] += tree[i]
+        self._tree = tree
+        self._groups, self._where = {}, {}
 
     def _retime(self) -> None:
         """The components in use or their weights changed: the hazard accumulated until now
-        at the old total is spent, what is left runs at the new total."""
-        now = self._now()
-        if math.isnan(self.left):
+        at the old total is spent, what is left runs at the new total (the sum kept up to
+        date as weights come and go; exactly 0 when none is in use)."""
+        idle = self.idle
+        now = self.env._now if idle is None else idle.now()
+        total = self.total
+        if total > 0.0:
+            left = self.left - (now - self.since) * total
+            self.left = left if left > 0.0 else 0.0
+        elif self.left != self.left:  # NaN: the first lifetime
             self.left = self._draw1()
-        elif self.total > 0.0:
-            self.left = max(0.0, self.left - (now - self.since) * self.total)
         self.since = now
-        self.total = (
-            float(len(self.in_use)) if self.slot_scale is None else float(self.weights.sum())
-        )
-        self.end = now + self.left / self.total if self.in_use else math.inf
+        if not self.in_use:
+            self._sum = self.total = 0.0
+            self.end = math.inf
+            return
+        self.total = self._sum
+        self.end = now + self.left / self._sum
 
     def _weight(self, slot: int) -> float:
         return 1.0 if self.slot_scale is None else 1.0 / float(self.slot_scale[slot])
 
     def start(self) -> None:
         if self.per_node == 0:
-            for component in range(self.weights.size):
+            for component in range(len(self.weights)):
                 self._use(component, 1.0)
             self._retime()
 
     def fill_all(self) -> None:
         if self.per_node:
-            for slot in range(self.weights.size):
+            for slot in range(len(self.weights)):
                 self._use(slot, self._weight(slot))
+            self._settle()
             self._retime()
 
     def activate(self, node_slots: np.ndarray, mid_life: np.ndarray | None = None) -> None:
@@ -674,7 +728,7 @@ class SuperposedSource(FailureSource):
         self._retime()
 
     def deactivate_one(self, slot: int) -> None:
-        if slot in self._where:
+        if self.weights[slot]:
             self._drop(slot)
             self._retime()
 
@@ -690,24 +744,45 @@ class SuperposedSource(FailureSource):
 
     # ---- a failure
 
+    def _pick(self, u: float) -> int:
+        """The component at `u` of the summed weights in use: a group by its share, then a
+        member uniformly; or a Fenwick tree walk."""
+        tree = self._tree
+        if tree is None:
+            rest = u * self.total
+            chosen = None
+            for weight, group in self._groups.items():
+                if group:
+                    chosen = (weight, group)
+                    span = weight * len(group)
+                    if rest < span:
+                        break
+                    rest -= span
+            weight, group = chosen  # rounding past the last group: its last member
+            return group[min(int(rest / weight), len(group) - 1)]
+        rest = u * self._sum
+        position, step, size = 0, self._top, len(tree)
+        while step:
+            nxt = position + step
+            if nxt < size and tree[nxt] <= rest:
+                position = nxt
+                rest -= tree[nxt]
+            step >>= 1
+        weights = self.weights
+        if position >= len(weights) or weights[position] == 0.0:
+            # rounding at a boundary: the component in use nearest below, else above
+            below = [c for c in range(min(position, len(weights) - 1), -1, -1) if weights[c]]
+            position = below[0] if below else next(c for c in range(len(weights)) if weights[c])
+        return position
+
     def renew(self) -> int:
         """The class's failure due now: the component struck, drawn in proportion to the
         rates; a fresh lifetime for the class. Returns the component."""
         if self._u_next >= len(self._uniforms):
             self._uniforms = self.rng.random(BUFFER).tolist()
             self._u_next = 0
-        u = self._uniforms[self._u_next]
+        victim = self._pick(self._uniforms[self._u_next])
         self._u_next += 1
-        in_use = self.in_use
-        if self.slot_scale is None:
-            victim = in_use[int(u * len(in_use))]
-        else:
-            cumulative = self._cumulative
-            if cumulative is None:
-                cumulative = self._cumulative = np.cumsum(self.weights)
-            victim = int(np.searchsorted(cumulative, u * cumulative[-1], side="right"))
-            if victim >= cumulative.size or self.weights[victim] == 0.0:
-                victim = max(in_use, key=lambda c: (cumulative[c], c))  # rounding at the top
         now = self._now()
         self.left = self._draw1()
         self.since = now

@@ -51,9 +51,13 @@ def fleet_doc() -> dict:
     )
 
 
-@pytest.mark.parametrize("superpose", [True, False])
-def test_failures_follow_the_superposed_poisson_process(monkeypatch, superpose):
-    monkeypatch.setattr(failures, "SUPERPOSE", superpose)
+@pytest.mark.parametrize("layout", ["groups", "tree", "per node"])
+def test_failures_follow_the_superposed_poisson_process(monkeypatch, layout):
+    """The superposed clock with its weights in groups (sound nodes, lemons), in a Fenwick
+    tree (as with a rate per node), and a clock per node, each against the closed form."""
+    monkeypatch.setattr(failures, "SUPERPOSE", layout != "per node")
+    if layout == "tree":
+        monkeypatch.setattr(failures.SuperposedSource, "GROUPS", 0)
     plan = build_plan(load_document(fleet_doc(), "fleet").base)
     records = [simulate_replica(plan, r, 7) for r in range(REPLICAS)]
     assert all(r.finished for r in records)
