@@ -86,7 +86,7 @@ def import_engine(root: Path) -> None:
     global ScenarioError, build_plan, load_scenario, simulate_replica, sim
     import sim
     from sim.engine import build_plan, simulate_replica
-    from sim.scenario import ScenarioError, load_scenario
+    from sim.model.scenario import ScenarioError, load_scenario
 
     here = Path(sim.__file__).resolve().parents[1]
     if here != root.resolve():
@@ -267,7 +267,7 @@ def main() -> None:
             )
 
     if not args.no_e2e and (not args.only or "end-to-end" in args.only):
-        from sim.api import run_scenario  # pandas, pyarrow, matplotlib: only for this part
+        from sim.runs.api import run_scenario  # pandas, pyarrow, matplotlib: only for this part
 
         replicas = int(10_000 * scale)
         with tempfile.TemporaryDirectory() as out:

@@ -14,14 +14,14 @@ cells = [
         "intervals marked. Few replicas keep it fast; raise `REPLICAS` for tighter bands."
     ),
     nbf.v4.new_code_cell(
-        "# sim.plots returns Figure objects that pyplot does not manage: the inline backend\n"
+        "# sim.show.plots returns Figure objects that pyplot does not manage: the inline backend\n"
         "# registers the formatter that lets display() render them as images\n"
         "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
         "from IPython.display import display\n\n"
         "from sim import analysis, perf, plots\n"
-        "from sim.api import run_scenario\n"
-        "from sim.scenario import load_scenario\n\n\n"
+        "from sim.runs.api import run_scenario\n"
+        "from sim.model.scenario import load_scenario\n\n\n"
         + FIND_ROOT
         + "\nREFERENCE = ROOT / 'scenarios' / 'llama70b-1k.yaml'\n"
         "REPLICAS = 100"

@@ -31,8 +31,8 @@ cells = [
         "import yaml\n\n"
         "from sim import fit, palette\n"
         "from sim import forecast as forecasting\n"
-        "from sim.api import run_scenario\n"
-        "from sim.fit_plots import draw_counts, draw_lifetimes\n\n\n"
+        "from sim.runs.api import run_scenario\n"
+        "from sim.show.fit_plots import draw_counts, draw_lifetimes\n\n\n"
         + FIND_ROOT
         + "\nLOG = ROOT / 'examples' / 'incidents.csv'\n"
         "SCENARIO = ROOT / 'scenarios' / 'llama7b-128.yaml'\n"

@@ -29,8 +29,8 @@ cells = [
         "import numpy as np\n"
         "import pandas as pd\n\n"
         "from sim import palette\n"
-        "from sim.montecarlo import run\n"
-        "from sim.scenario import load_scenario\n\n\n"
+        "from sim.runs.montecarlo import run\n"
+        "from sim.model.scenario import load_scenario\n\n\n"
         + FIND_ROOT
         + "\n# the benchmarks are scripts, not an installed package: import them from the checkout\n"
         "sys.path.insert(0, str(ROOT))\n"

@@ -1,8 +1,8 @@
 """trainsim: discrete-event simulation of multi-week LLM pre-training runs.
 
-The public library API lives in the submodules: `sim.scenario` (load and
-validate), `sim.perf` (deterministic calculator), `sim.montecarlo` (replicas and
-sweeps), `sim.analysis` (summaries, Young/Daly) and `sim.plots` (figures).
+The public library API lives in the submodules: `sim.model.scenario` (load and
+validate), `sim.model.perf` (deterministic calculator), `sim.runs.montecarlo` (replicas and
+sweeps), `sim.decide.analysis` (summaries, Young/Daly) and `sim.show.plots` (figures).
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from sim import perf
-from sim.analysis import student_t_quantile
-from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS
-from sim.scenario import load_scenario
+from sim.decide.analysis import student_t_quantile
+from sim.model import perf
+from sim.model.columns import COST_COLUMNS, DOWNTIME_COLUMNS
+from sim.model.scenario import load_scenario
 from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")

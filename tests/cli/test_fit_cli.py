@@ -273,7 +273,7 @@ def unfinished_incident_run(out: Path, scenario: Path) -> Path:
     finalised: replica parts and their failure parts in parts/."""
     from unittest import mock
 
-    from sim import api, montecarlo
+    from sim.runs import api, montecarlo
 
     with (
         mock.patch.object(api, "finalise", side_effect=SystemExit(137)),

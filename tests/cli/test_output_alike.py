@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from sim import answer, console
+from sim.decide import answer
+from sim.show import console
 from tests.conftest import ROOT, cli_in_process
 
 SEVENTY = str(ROOT / "scenarios/llama70b-1k.yaml")

@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sim import montecarlo, planner
-from sim.cli import main
+from sim.cli.commands import main
+from sim.decide import planner
+from sim.runs import montecarlo
 from tests.conftest import ROOT, flat, main_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")

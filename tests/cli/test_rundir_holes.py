@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from sim import api, montecarlo, results
-from sim.results import with_provenance
+from sim.runs import api, montecarlo, results
+from sim.runs.results import with_provenance
 from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -98,7 +98,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path, reference):
     run_dir = unfinished_run(tmp_path / "out")
     before = sorted(p.name for p in (run_dir / "parts").iterdir())
     status = manifest(run_dir)["status"]
-    from sim.results import RunLock
+    from sim.runs.results import RunLock
 
     holder = RunLock(run_dir)
     holder.acquire("test")  # as a run or a resume of this directory holds it
@@ -185,9 +185,9 @@ def test_killed_after_the_merge_the_run_still_resumes(tmp_path, reference):
     still there, and a resume finishes the run."""
     out = tmp_path / "out"
     code = (
-        "import os, sys; import sim.analysis as a\n"
+        "import os, sys; import sim.decide.analysis as a\n"
         "a.summarize_file = lambda *x, **k: os._exit(137)\n"
-        "from sim.cli import main\n"
+        "from sim.cli.commands import main\n"
         f"main(['run', {SMALL!r}, '--replicas', '{REPLICAS}', '--seed', '3', '--workers', '1',"
         f" '--out', {str(out)!r}, '--no-progress', '--no-figures'])\n"
     )
@@ -423,7 +423,7 @@ def test_a_stop_while_the_table_is_written_keeps_the_run_resumable(tmp_path, ref
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(60)
 
-    with mock.patch("sim.analysis.summarize_file", slow_summary):
+    with mock.patch("sim.decide.analysis.summarize_file", slow_summary):
         r = cli_in_process(["run", SMALL, "--replicas", str(REPLICAS), "--seed", "3",
                             "--workers", "1", "--out", str(out), *QUIET])  # fmt: skip
     assert r.returncode == 130, r.stderr
@@ -579,7 +579,7 @@ def test_merge_of_a_slice_without_a_good_table_is_refused(tmp_path, damage):
 def test_part_schema_is_that_of_real_parts():
     """The schema parts are checked against is the one chunks really write (every shipped
     scenario, and a sweep of a string and an integer key)."""
-    from sim.scenario import load_scenario
+    from sim.model.scenario import load_scenario
 
     cases = [load_scenario(path) for path in sorted((ROOT / "scenarios").glob("*.yaml"))]
     cases.append(load_scenario(SMALL, [], ["checkpoint.interval_steps=250,500"]))

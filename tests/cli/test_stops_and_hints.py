@@ -18,10 +18,11 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from sim import api, compare, export
-from sim.montecarlo import Interrupted
-from sim.results import protect_run_files, resume_command
-from sim.scenario import ScenarioError
+from sim.decide import compare
+from sim.model.scenario import ScenarioError
+from sim.runs import api, export
+from sim.runs.montecarlo import Interrupted
+from sim.runs.results import protect_run_files, resume_command
 from tests.conftest import ROOT, cli_in_process, running_as
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -130,7 +131,7 @@ def test_every_resume_hint_runs_as_printed(tmp_path, monkeypatch):
     with pytest.raises(ScenarioError) as refused:
         export.export_csv(run_dir)
     assert hint(refused.value.message) == expected
-    from sim.dask_executor import SchedulerLost
+    from sim.runs.dask_executor import SchedulerLost
 
     lost = SchedulerLost("tcp://host:8786", "gone").of_run(run_dir)
     assert hint(lost.message) == expected
@@ -139,8 +140,8 @@ def test_every_resume_hint_runs_as_printed(tmp_path, monkeypatch):
 def test_the_plan_round_bar_ends_on_the_time_it_took(monkeypatch):
     from rich.console import Console
 
-    from sim import console
-    from sim.planner import _RoundBar
+    from sim.decide.planner import _RoundBar
+    from sim.show import console
 
     # in a terminal (off one, plain lines: tests/cli/test_output_alike.py)
     monkeypatch.setattr(
@@ -160,7 +161,7 @@ def test_the_plan_round_bar_ends_on_the_time_it_took(monkeypatch):
 
 
 def test_a_lost_scheduler_names_the_command_that_completes_the_run(tmp_path, monkeypatch):
-    from sim.dask_executor import SchedulerLost
+    from sim.runs.dask_executor import SchedulerLost
 
     def lost(*args, **kwargs):
         raise SchedulerLost("tcp://host:8786", "client closed")
@@ -196,7 +197,7 @@ def test_export_stopped_midway_leaves_no_partial_file(tmp_path, monkeypatch, sig
 
 
 def test_a_plan_stopped_as_it_completes_exits_130(tmp_path, monkeypatch, signals_restored):
-    from sim.results import RunDir
+    from sim.runs.results import RunDir
 
     def stopped(self):  # Ctrl-C while the complete plan lets go of its parts
         raise Interrupted("SIGINT", 0, 0)

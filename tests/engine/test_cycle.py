@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.cycle_soak import cycle_scenario, differences
 from sim.engine import Failure, build_plan, cycle, simulate_replica
-from sim.scenario import ScenarioError, load_scenario
+from sim.model.scenario import ScenarioError, load_scenario
 from tests.conftest import ROOT
 
 SCENARIOS = ROOT / "scenarios"

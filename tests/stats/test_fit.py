@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim import fit, incident_log
+from sim.data import fit
 from sim.engine import build_plan, simulate_replica
-from sim.scenario import load_document
+from sim.model.scenario import load_document
+from sim.runs import incident_log
 from tests.conftest import TINY, merge
 
 pytestmark = pytest.mark.montecarlo

@@ -18,11 +18,12 @@ import pandas as pd
 import pytest
 from scipy import special, stats
 
-from sim import fit, incident_log
-from sim.distributions import LogNormal, Weibull
+from sim.data import fit
 from sim.engine import build_plan, simulate_replica
-from sim.montecarlo import run
-from sim.scenario import load_document
+from sim.model.distributions import LogNormal, Weibull
+from sim.model.scenario import load_document
+from sim.runs import incident_log
+from sim.runs.montecarlo import run
 from tests.conftest import TINY, merge
 
 pytestmark = pytest.mark.montecarlo

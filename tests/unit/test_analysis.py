@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim import analysis
+from sim.decide import analysis
 
 KEY = "checkpoint.interval_steps"
 

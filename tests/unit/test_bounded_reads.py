@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from sim import api, montecarlo, plots
+from sim.runs import api, montecarlo
+from sim.show import plots
 from tests.conftest import ROOT
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -51,8 +52,8 @@ def test_the_summaries_and_figures_read_a_few_columns_at_a_time(unfinished, tmp_
         reads.append((str(source), columns))
         return real_arrow(source, *args, columns=columns, **kwargs)
 
-    from sim.results import RunDir, load_manifest
-    from sim.scenario import load_scenario
+    from sim.model.scenario import load_scenario
+    from sim.runs.results import RunDir, load_manifest
 
     run = RunDir(run_dir, load_manifest(run_dir / "run.json"))
     run.lock()
@@ -103,7 +104,7 @@ def test_the_report_reads_its_figures_within_bounds_and_without_blocking(tmp_pat
     import os
     import threading
 
-    from sim.report import write_report
+    from sim.show.report import write_report
     from tests.conftest import cli_in_process
 
     r = cli_in_process(["run", SMALL, "--replicas", "3", "--workers", "1", "--no-progress",

@@ -10,8 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sim import perf
-from sim.scenario import ScenarioError, load_document, read_yaml
+from sim.model import perf
+from sim.model.scenario import ScenarioError, load_document, read_yaml
 from tests.conftest import ROOT
 
 STRONG = ROOT / "scenarios" / "published" / "megatron-core-gpt3-177b-strong.yaml"

@@ -17,9 +17,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from sim import analysis, api, feasibility, montecarlo, perf, plan_plots, planner, plots, scenario
-from sim.results import RunDir
-from sim.scenario import ScenarioError
+from sim.decide import analysis, planner
+from sim.model import feasibility, perf, scenario
+from sim.model.scenario import ScenarioError
+from sim.runs import api, montecarlo
+from sim.runs.results import RunDir
+from sim.show import plan_plots, plots
 from tests.conftest import TINY, merge
 
 REASON = "parallelism.pipeline: 3 nodes cannot hold the pipeline's stages (a test's reason)"

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from sim import perf
-from sim.scenario import load_scenario
+from sim.model import perf
+from sim.model.scenario import load_scenario
 from tests.conftest import ROOT, tiny
 
 

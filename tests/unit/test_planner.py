@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim import planner
-from sim.planner import Sample, judge, race, wilson_interval
-from sim.scenario import ScenarioError
+from sim.decide import planner
+from sim.decide.planner import Sample, judge, race, wilson_interval
+from sim.model.scenario import ScenarioError
 
 Z = planner.Z95
 

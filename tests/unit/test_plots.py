@@ -19,11 +19,13 @@ from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from sim import analysis, columns, palette, plots
-from sim.api import FIGURE_COLUMNS, run_scenario
+from sim.decide import analysis
 from sim.engine.ledger import DOWNTIME_PARTS as LEDGER_DOWNTIME_PARTS
-from sim.montecarlo import COLUMNS
-from sim.scenario import load_document
+from sim.model import columns
+from sim.model.scenario import load_document
+from sim.runs.api import FIGURE_COLUMNS, run_scenario
+from sim.runs.montecarlo import COLUMNS
+from sim.show import palette, plots
 from tests.conftest import TINY, merge
 
 INTERVAL = "checkpoint.interval_steps"
@@ -101,7 +103,7 @@ def two_keys() -> list[dict]:
 def test_shared_column_names_follow_the_engine_and_the_table():
     assert list(columns.DOWNTIME_COLUMNS) == [
         part.removesuffix("_s") + "_hours" for part in LEDGER_DOWNTIME_PARTS
-    ], "sim/columns.py and sim/engine/ledger.py list different downtime parts"
+    ], "sim/model/columns.py and sim/engine/ledger.py list different downtime parts"
     assert set(columns.DOWNTIME_COLUMNS) <= set(COLUMNS)
     assert set(columns.COST_COLUMNS) <= set(COLUMNS)
     assert set(FIGURE_COLUMNS) <= set(COLUMNS)
@@ -110,7 +112,7 @@ def test_shared_column_names_follow_the_engine_and_the_table():
 
 
 def test_plots_do_not_import_simpy():
-    code = "import sys, sim.plots; assert 'simpy' not in sys.modules, 'simpy imported'"
+    code = "import sys, sim.show.plots; assert 'simpy' not in sys.modules, 'simpy imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -10,11 +10,17 @@ from dataclasses import replace
 
 import pytest
 
-from sim import network, perf
-from sim.api import run_scenario
 from sim.engine.plan import build_plan
-from sim.scenario import ScenarioError, dump_resolved, load_document, load_scenario, parse_yaml
-from sim.sizing import sizing_table
+from sim.model import network, perf
+from sim.model.scenario import (
+    ScenarioError,
+    dump_resolved,
+    load_document,
+    load_scenario,
+    parse_yaml,
+)
+from sim.model.sizing import sizing_table
+from sim.runs.api import run_scenario
 from tests.conftest import ROOT, TINY, merge
 
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
