@@ -233,7 +233,7 @@ def monte_carlo(row: Row, replicas: int, seed: int, workers: int) -> MonteCarloR
             executor="processes" if workers > 1 else "serial",
             out=tmp,
             progress=False,
-            figures=False,
+            figures=None,
         )
     point = outcome.summary_doc["points"][0]
     m = point["metrics"]

@@ -19,9 +19,10 @@ cells = [
         "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
         "from IPython.display import display\n\n"
-        "from sim import analysis, perf, plots\n"
+        "from sim.model import perf\n"
+        "from sim.model.scenario import load_scenario\n"
         "from sim.runs.api import run_scenario\n"
-        "from sim.model.scenario import load_scenario\n\n\n"
+        "from sim.show import plots, run_figures\n\n\n"
         + FIND_ROOT
         + "\nREFERENCE = ROOT / 'scenarios' / 'llama70b-1k.yaml'\n"
         "REPLICAS = 100"
@@ -43,7 +44,7 @@ cells = [
         "ttt"
     ),
     nbf.v4.new_code_cell(
-        "marks = analysis.interval_marks(base, 'checkpoint.interval_steps')\n"
+        "marks = run_figures.interval_marks(base, 'checkpoint.interval_steps')\n"
         "display(plots.sweep_curve(summary, 'checkpoint.interval_steps', 'time_to_train_days', marks,\n"
         "                          'mean time to train (days)'))"
     ),

@@ -19,9 +19,9 @@ cells = [
         "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
         "import matplotlib.pyplot as plt\n\n"
-        "from sim import perf\n"
-        "from sim.runs.api import run_scenario\n"
-        "from sim.model.scenario import load_scenario\n\n\n"
+        "from sim.model import perf\n"
+        "from sim.model.scenario import load_scenario\n"
+        "from sim.runs.api import run_scenario\n\n\n"
         + FIND_ROOT
         + "\nFABRIC = ROOT / 'scenarios' / 'llama70b-1k-fabric.yaml'\n\n\n"
         "def scenario(*overrides):\n"

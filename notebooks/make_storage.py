@@ -21,9 +21,10 @@ cells = [
         "import matplotlib.pyplot as plt\n"
         "import numpy as np\n"
         "import pandas as pd\n\n"
-        "from sim import palette, perf\n"
+        "from sim.model import perf\n"
+        "from sim.model.scenario import load_scenario\n"
         "from sim.runs.api import run_scenario\n"
-        "from sim.model.scenario import load_scenario\n\n\n"
+        "from sim.show import palette\n\n\n"
         + FIND_ROOT
         + "\nMODELS = {'70B on 1,024 GPUs': 'llama70b-1k.yaml', '405B on 8,192 GPUs': 'llama405b-8k.yaml'}\n"
         "LUSTRE = 'storage.checkpoint_tier={{kind: lustre, osts: {}}}'\n"

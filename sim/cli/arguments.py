@@ -117,28 +117,6 @@ def different_scenarios(name_a: str, name_b: str) -> str:
 # --------------------------------------------------------------------------- output helpers
 
 
-def finite(doc: Any) -> Any:
-    """A document for JSON: NaN and infinities as None (null), recursively through dicts,
-    lists and tuples; numpy scalars as Python numbers."""
-    if isinstance(doc, dict):
-        return {k: finite(v) for k, v in doc.items()}
-    if isinstance(doc, list | tuple):
-        return [finite(v) for v in doc]
-    if getattr(doc, "shape", None) == () and hasattr(doc, "item"):  # a numpy scalar
-        doc = doc.item()
-    if isinstance(doc, float) and not math.isfinite(doc):
-        return None
-    return doc
-
-
-def json_default(value: Any) -> Any:
-    """`json.dumps(default=...)`: a numpy scalar as its Python value (a non-finite one as
-    null), anything else as its text."""
-    if getattr(value, "shape", None) == () and hasattr(value, "item"):
-        return finite(value.item())
-    return str(value)
-
-
 def console():
     """A rich Console for tables on stdout, as wide as the terminal or COLUMNS."""
     from sim.show.console import stdout_console

@@ -29,8 +29,9 @@ from sim.cli.data_commands import fit as fit_command
 from sim.cli.data_commands import forecast as forecast_command
 from sim.decide import analysis, answer, compare, planner
 from sim.model import feasibility, perf
-from sim.model.columns import SUMMARY_METRICS
+from sim.model.columns import SUMMARY_METRICS, unit_of
 from sim.model.scenario import ScenarioError, ScenarioSet, load_scenario
+from sim.runs import summaries
 from sim.runs.api import (
     MergeInterrupted,
     RunInterrupted,
@@ -40,8 +41,10 @@ from sim.runs.api import (
     run_scenario,
 )
 from sim.runs.results import protect_run_files, read_manifest, resume_command, trainsim_command
+from sim.show import compare_figure, plan_plots
 from sim.show import console as screen
 from sim.show import report as run_report
+from sim.show.run_figures import write_run_figures
 
 # the output root of run, optimize, plan and merge when --out is not given (else results/)
 RESULTS_ENV = arguments.RESULTS_ENV
@@ -230,13 +233,13 @@ def run(
             points_slice=points_slice, target_ci=target_ci, timeline=timeline, incidents=incidents
         )
     if resume is not None and planner.is_plan_run(resume):  # a plan's run: its race resumes
-        _plan_answer(lambda: planner.resume_plan(resume, workers, executor, progress, scheduler),
-                     as_json)  # fmt: skip
+        _plan_answer(lambda: planner.resume_plan(resume, workers, executor, progress, scheduler,
+                                                 plan_plots.pareto_figure), as_json)  # fmt: skip
         return
     question = optimize_question(resume) if resume is not None else None
     try:
         if resume is not None:
-            outcome = resume_run(resume, workers, executor, progress, figures, scheduler)
+            outcome = resume_run(resume, workers, executor, progress, _drawn(figures), scheduler)
         else:
             loaded = _load(scenario, overrides, params)
             total = feasibility.check_replicas(loaded, replicas, points_slice)
@@ -250,7 +253,7 @@ def run(
                 executor=executor,
                 out=out,
                 progress=progress,
-                figures=figures,
+                figures=_drawn(figures),
                 timeline=timeline,
                 scheduler=scheduler,
                 points=points_slice,
@@ -463,9 +466,9 @@ def optimize(
     """Sweep one key and report the value with the best mean (or percentile) of a metric."""
     if len(params) != 1:
         raise click.BadParameter("optimize one key at a time", param_hint="--param")
-    if metric not in analysis.METRICS:
+    if metric not in summaries.METRICS:
         raise click.BadParameter(
-            f"unknown metric {metric!r}; one of {', '.join(analysis.METRICS)}",
+            f"unknown metric {metric!r}; one of {', '.join(summaries.METRICS)}",
             param_hint="--metric",
         )
     try:
@@ -539,7 +542,7 @@ def _optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None
     key, metric = question.get("key"), question.get("metric")
     statistic, direction = question.get("statistic", "mean"), question.get("direction")
     loaded = outcome.scenario_set
-    if key not in loaded.swept_keys or metric not in analysis.METRICS:
+    if key not in loaded.swept_keys or metric not in summaries.METRICS:
         raise ScenarioError(
             str(outcome.run_dir / "run.json"), "optimize", f"asks for {key!r} and {metric!r}: "
             f"expected a key the run sweeps ({', '.join(loaded.swept_keys)}) and a metric",
@@ -721,9 +724,9 @@ def plan_command(
     contention, dropping those clearly infeasible or clearly dominated. Writes
     OUT/<name>/<run-id>/ with replicas.parquet, plan.json and figures/pareto.png.
     """
-    if objective not in analysis.METRICS:
+    if objective not in summaries.METRICS:
         raise click.BadParameter(
-            f"unknown metric {objective!r}; one of {', '.join(analysis.METRICS)}",
+            f"unknown metric {objective!r}; one of {', '.join(summaries.METRICS)}",
             param_hint="--objective",
         )
     ctx = click.get_current_context()
@@ -752,6 +755,7 @@ def plan_command(
             scheduler=scheduler,
             out=out,
             progress=progress,
+            pareto=plan_plots.pareto_figure,
         ),
         as_json,
     )
@@ -847,7 +851,7 @@ def _print_plan(doc: dict) -> None:
             f"{best['p_meet_low']:.1%}–{best['p_meet_high']:.1%}); its {quantile_name} time to "
             f"train is {_fmt(best['time_to_train_days_at_quantile'])} days."
         )
-    unit = analysis.unit_of(objective)
+    unit = unit_of(objective)
     table = Table(
         title=f"every point, best first ({answer.objective_words(objective)}"
         f"{f' in {unit}' if unit else ''}; "
@@ -945,7 +949,7 @@ def _print_plan(doc: dict) -> None:
 def merge(run_dirs, out, figures, as_json) -> None:
     """Join runs of slices of one sweep (--points I:J) into one run: OUT/<name>/<run-id>/."""
     try:
-        outcome = merge_runs(list(run_dirs), out, figures)
+        outcome = merge_runs(list(run_dirs), out, _drawn(figures))
     except MergeInterrupted as stop:  # a merged directory is not resumed: merged again
         print(
             f"interrupted ({stop.cause.signal_name}): the merge into {stop.run_dir} did not "
@@ -1152,7 +1156,7 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as
                 f"or leave --figure out for {run_b / compare.default_figure_name(run_a)}",
             )  # fmt: skip
     result = compare.compare_runs(run_a, run_b, point_a, point_b)
-    written = None if no_figure else compare.write_figure(result, figure)
+    written = None if no_figure else compare_figure.write_figure(result, figure)
     if as_json:
         print(json.dumps(compare.to_json(result, written), default=_json_default))
         return
@@ -1222,6 +1226,11 @@ def export_command(run_dir, out, force) -> None:
     from sim.runs import export
 
     print(f"csv: {export.export_csv(run_dir, out, force)}")
+
+
+def _drawn(figures: bool):
+    """The figure writer a run is finalised with: the standard set, or none (--no-figures)."""
+    return write_run_figures if figures else None
 
 
 def _finite(value):
@@ -1439,7 +1448,7 @@ def _fmt_metric(metric: str, value: float, unit: bool = True) -> str:
     """A metric's value with its unit: $29,460 for costs, 12.3 h for hours, 16.2 days
     (the number as compare.fmt_metric writes it, from sim/decide/answer.py's helpers)."""
     text = compare.fmt_metric(metric, value)
-    suffix = analysis.unit_of(metric)
+    suffix = unit_of(metric)
     return f"{text} {suffix}" if unit and suffix and suffix != "USD" and text != "—" else text
 
 

@@ -27,10 +27,9 @@ from sim.cli.arguments import (
     STEPS,
     WORKERS,
     console,
-    finite,
-    json_default,
 )
 from sim.model.scenario import ScenarioError
+from sim.runs.results import finite, json_default
 from sim.show.console import show, text_column
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sim.decide import analysis
+from sim.model.columns import unit_of
 
 # The overhead beyond ideal, in the order the line lists them: (column, words).
 PARTS = (
@@ -120,7 +121,7 @@ def readable(metric: str, value: float, signed: bool = False, unit: str | None =
     quantities with 4 significant digits and their unit (GPU-h, GB, TB)."""
     if value is None or not math.isfinite(value):
         return "—"
-    metric_unit = analysis.unit_of(metric)
+    metric_unit = unit_of(metric)
     if metric_unit in ("h", "days") and "gpu_hours" not in metric:
         hours = value * 24.0 if metric_unit == "days" else value
         return duration(hours, signed, unit)
@@ -162,7 +163,7 @@ def figure(magnitude: float, big: float = 1e4, digits: int = 4) -> str:
 def common_unit(metric: str, values: list[float]) -> str | None:
     """The one unit a column of durations reads in (that of its largest value); None for
     a metric that is not a duration."""
-    metric_unit = analysis.unit_of(metric)
+    metric_unit = unit_of(metric)
     if metric_unit not in ("h", "days") or "gpu_hours" in metric:
         return None
     scale = 24.0 if metric_unit == "days" else 1.0
@@ -237,7 +238,7 @@ def readable_interval(metric: str, low: float, high: float, signed: bool = True)
     if not (math.isfinite(low) and math.isfinite(high)):
         return "—"
     unit = None
-    metric_unit = analysis.unit_of(metric)
+    metric_unit = unit_of(metric)
     if metric_unit in ("h", "days") and "gpu_hours" not in metric:
         scale = 24.0 if metric_unit == "days" else 1.0
         unit = duration_unit(max(abs(low), abs(high)) * scale)
@@ -308,7 +309,7 @@ class PointAnswer:
 
 
 def point_answers(summary: pd.DataFrame, params: dict[int, dict[str, Any]]) -> list[PointAnswer]:
-    """A PointAnswer per point of `summary` (analysis.summarize's shape) that has metric
+    """A PointAnswer per point of `summary` (summaries.summarize's shape) that has metric
     rows; `params` gives each point's swept values (points it lacks get none)."""
     answers = []
     rows = summary[summary["metric"].notna()] if "metric" in summary else summary
@@ -544,7 +545,7 @@ def run_answer(
     rows: pd.DataFrame | None = None,
     only: list[int] | None = None,
 ) -> RunAnswer:
-    """The answer of a run from its summary (analysis.summarize's shape) and its scenario
+    """The answer of a run from its summary (summaries.summarize's shape) and its scenario
     set (sim.model.scenario.ScenarioSet: each point's swept values and horizon); `rows` (the
     BEST_COLUMNS of the replica table, error rows left out) adds the best points of a
     sweep; `only` limits the points listed (not the search for the best)."""
@@ -627,7 +628,7 @@ def metric_words(metric: str) -> str:
 def metric_title(metric: str) -> str:
     """A metric's name and unit as a column or a sentence names it: 'cost (USD)',
     'time to train (days)', 'goodput'."""
-    unit = analysis.unit_of(metric)
+    unit = unit_of(metric)
     words = metric_words(metric)
     if not unit or unit == "GPU-h" or unit in words.split():
         return words
@@ -642,7 +643,7 @@ def objective_words(objective: str) -> str:
 def objective_value(objective: str, value: Any) -> str:
     if value is None:
         return "—"
-    if analysis.unit_of(objective) == "USD":
+    if unit_of(objective) == "USD":
         return money(float(value))
     return readable(objective, float(value))
 

@@ -30,19 +30,24 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from sim.cli.arguments import finite
 from sim.decide import analysis
 from sim.model import feasibility
+from sim.model.columns import better_direction
 from sim.model.scenario import Point, ScenarioError, ScenarioSet, load_scenario
+from sim.runs import summaries
 from sim.runs.api import RunInterrupted, finalise, part_check
 from sim.runs.dask_executor import SchedulerLost, check_scheduler_option
-from sim.runs.montecarlo import Interrupted, TimeColumn, default_workers
+from sim.runs.montecarlo import Interrupted, default_workers
 from sim.runs.montecarlo import _ignore_for_a_while as ignore_for_a_while
 from sim.runs.montecarlo import run as run_montecarlo
-from sim.runs.results import RunDir, TableOfRun, read_manifest, write_regular
-from sim.show import console, plan_plots
+from sim.runs.progress import PlainProgress, TimeColumn, progress_display
+from sim.runs.results import RunDir, TableOfRun, finite, read_manifest, write_regular
+
+# draws a plan's figure from plan.json (`sim.show.plan_plots.pareto_figure`)
+ParetoFigure = Callable[[dict[str, Any]], Figure]
 
 FIRST_REPLICAS = 32  # every point's first batch
 MAX_REPLICAS = 512  # a point never gets more
@@ -535,16 +540,18 @@ def plan(
     scheduler: str | None = None,
     out: str | Path | None = None,
     progress: bool = True,
+    pareto: ParetoFigure | None = None,
 ) -> Plan:
     """Race the grid's points (the scenario's sweep and `vary`, e.g. ["cluster.nodes=96,128"])
-    for the one with the best mean `objective` (the direction `analysis.better_direction`
+    for the one with the best mean `objective` (the direction `better_direction`
     gives) among those with P(time to train <= deadline_days) >= quantile.
 
     With `out`, every evaluated replica streams into `out/<name>/<run-id>/` (replicas.parquet,
-    summaries, plan.json, figures/pareto.png); without, the rows stay in memory.
+    summaries, plan.json, and figures/pareto.png drawn by `pareto` from plan.json, e.g.
+    `sim.show.plan_plots.pareto_figure`); without, the rows stay in memory.
     """
-    if objective not in analysis.METRICS:
-        raise ValueError(f"unknown objective {objective!r}; one of {', '.join(analysis.METRICS)}")
+    if objective not in summaries.METRICS:
+        raise ValueError(f"unknown objective {objective!r}; one of {', '.join(summaries.METRICS)}")
     if not (
         all(math.isfinite(x) for x in (deadline_days, quantile, precision))
         and deadline_days > 0
@@ -584,14 +591,14 @@ def plan(
         else None
     )
     return _race_grid(scenario_set, settings, seed, workers, executor, scheduler, run, progress,
-                      problems)  # fmt: skip
+                      problems, pareto)  # fmt: skip
 
 
 # the settings a plan's run.json holds (under "plan"): what a resume races again with
 SETTINGS = {
     "deadline_days": (float, "the deadline in days, a number > 0"),
     "quantile": (float, "the quantile, a number in (0, 1]"),
-    "objective": (str, f"one of {', '.join(analysis.METRICS)}"),
+    "objective": (str, f"one of {', '.join(summaries.METRICS)}"),
     "replicas_first": (int, "the first round's replicas, an integer >= 1"),
     "replicas_max": (int, "the most replicas a point gets, an integer >= 2"),
     "precision": (float, "the precision, a number > 0"),
@@ -615,7 +622,7 @@ def _settings_of(run: RunDir) -> dict[str, Any]:
     for key, (kind, expected) in SETTINGS.items():
         value = settings.get(key)
         good = (
-            isinstance(value, str) and value in analysis.METRICS
+            isinstance(value, str) and value in summaries.METRICS
             if kind is str
             else isinstance(value, int | float) and not isinstance(value, bool)
             and math.isfinite(value) and (kind is float or isinstance(value, int))
@@ -640,6 +647,7 @@ def resume_plan(
     executor: str | None = None,
     progress: bool = True,
     scheduler: str | None = None,
+    pareto: ParetoFigure | None = None,
 ) -> Plan:
     """Finish an interrupted (or killed, or failed) plan: the race is run again from its
     run directory's settings, scenario and seed, and every replica a part already holds is
@@ -679,6 +687,7 @@ def resume_plan(
         run,
         progress,
         problems,
+        pareto,
     )
 
 
@@ -692,14 +701,16 @@ def _race_grid(
     run: RunDir | None,
     progress: bool,
     problems: list[feasibility.Problem],
+    pareto: ParetoFigure | None,
 ) -> Plan:
     """Race the grid's feasible points; with `run`, every replica streams into its parts
     (and the replicas parts already hold are read, not simulated: a resume), then plan.json,
-    the figure and the summaries are written and the run is marked complete."""
+    the figure (`pareto`, if given) and the summaries are written and the run is marked
+    complete."""
     deadline_days, quantile = settings["deadline_days"], settings["quantile"]
     objective, precision = settings["objective"], settings["precision"]
     first, replicas_max = settings["replicas_first"], settings["replicas_max"]
-    direction = analysis.better_direction(objective)
+    direction = better_direction(objective)
     frames: list[pd.DataFrame] = []  # whole rows, kept only without a run directory
     columns = list(dict.fromkeys([*RACE_COLUMNS, objective]))
     bar = _RoundBar(progress)
@@ -762,10 +773,11 @@ def _race_grid(
                 return Plan(doc, scenario_set, None, problems, table)
             doc["run_dir"] = str(run.path)
             write_regular(run.path / "plan.json", json.dumps(doc, indent=2) + "\n")
-            figures = run.path / "figures"
-            figures.mkdir(exist_ok=True)
-            plan_plots.pareto_figure(doc).savefig(figures / "pareto.png", dpi=110)
-            finalise(run, scenario_set, figures=False)
+            if pareto is not None:
+                figures = run.path / "figures"
+                figures.mkdir(exist_ok=True)
+                pareto(doc).savefig(figures / "pareto.png", dpi=110)
+            finalise(run, scenario_set, figures=None)
     except Interrupted as stop:
         if run is None:
             raise
@@ -839,14 +851,14 @@ class _RoundBar:
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self._progress: Progress | console.PlainProgress | None = None
+        self._progress: Progress | PlainProgress | None = None
         self._task: Any = None
         self._round = 0
         self._description = ""
 
     def __enter__(self) -> _RoundBar:
         if self.enabled:
-            self._progress = console.progress(
+            self._progress = progress_display(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),

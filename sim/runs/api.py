@@ -3,7 +3,8 @@
 `run_scenario` loads (or takes) a scenario, runs the Monte Carlo and summarises it.
 With `out` it first creates the run directory (so an unwritable path fails before
 any work), streams finished chunks into it, and finalises it (replicas.parquet,
-summaries, figures); an interrupted run is marked so and `resume_run` completes it.
+summaries, and the figures that `figures` draws: `sim.show.run_figures.write_run_figures`
+for the standard set); an interrupted run is marked so and `resume_run` completes it.
 One process writes a run directory at a time (`RunDir`'s lock); a resume checks that
 the scenario, seed and replicas are those the run started with (its fingerprint) and
 sets aside parts that cannot be merged, running their replicas again. A full disk is
@@ -18,20 +19,19 @@ import functools
 import json
 import shlex
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim.decide import analysis
 from sim.engine import build_plan, simulate_replica
 from sim.model import feasibility
 from sim.model.scenario import ScenarioError, ScenarioSet, load_scenario
-from sim.runs import incident_log
+from sim.runs import incident_log, summaries
 from sim.runs.dask_executor import SchedulerLost, check_scheduler_option
 from sim.runs.montecarlo import (
     Interrupted,
@@ -57,10 +57,11 @@ from sim.runs.results import (
     with_provenance,
     write_regular,
 )
-from sim.show import plots
 
-# the columns the standard figures read (not the whole table)
-FIGURE_COLUMNS = plots.TABLE_COLUMNS
+# draws a finalised run's figures into its figures/ from (run, scenario set, the merged table's
+# path, its point/finished/error columns, the summary table); handed in by the caller, since
+# figures are drawn above this layer (`sim.show.run_figures.write_run_figures`)
+FigureWriter = Callable[[RunDir, ScenarioSet, Path, pd.DataFrame, pd.DataFrame], None]
 
 
 @dataclass
@@ -98,7 +99,7 @@ def run_scenario(
     executor: str | None = None,
     out: str | Path | None = None,
     progress: bool = True,
-    figures: bool = True,
+    figures: FigureWriter | None = None,
     timeline: bool = False,
     scheduler: str | None = None,
     points: range | None = None,
@@ -129,9 +130,9 @@ def run_scenario(
         table = run_montecarlo(
             scenario_set, replicas, seed, workers, executor, progress, scheduler=scheduler
         )
-        summary = analysis.summarize(table, scenario_set.swept_keys)
-        doc = analysis.summary_json(scenario_set, table, summary, replicas, seed)
-        summary = analysis.with_infeasible(summary, scenario_set)
+        summary = summaries.summarize(table, scenario_set.swept_keys)
+        doc = summaries.summary_json(scenario_set, table, summary, replicas, seed)
+        summary = summaries.with_infeasible(summary, scenario_set)
         return RunOutcome(scenario_set, summary, doc, None, problems, table)
     extra: dict[str, Any] = {}
     if points is not None:
@@ -156,7 +157,7 @@ def resume_run(
     workers: int | None = None,
     executor: str | None = None,
     progress: bool = True,
-    figures: bool = True,
+    figures: FigureWriter | None = None,
     scheduler: str | None = None,
 ) -> RunOutcome:
     """Finish an interrupted (or killed) run: only the replicas no part holds are run, and
@@ -217,7 +218,7 @@ def _complete(
     run: RunDir,
     scenario_set: ScenarioSet,
     progress: bool,
-    figures: bool,
+    figures: FigureWriter | None,
     timeline: bool,
     problems: list[feasibility.Problem],
     scheduler: str | None,
@@ -351,7 +352,7 @@ def _adaptive(run: RunDir, simulate, points) -> None:
 def finalise(
     run: RunDir,
     scenario_set: ScenarioSet,
-    figures: bool = True,
+    figures: FigureWriter | None = None,
     timeline: bool = False,
     problems: list[feasibility.Problem] | None = None,
     retry: bool = False,
@@ -400,7 +401,7 @@ def finalise(
 def _finalise(
     run: RunDir,
     scenario_set: ScenarioSet,
-    figures: bool,
+    figures: FigureWriter | None,
     timeline: bool,
     points: range | None,
     infeasible: set[int],
@@ -411,12 +412,12 @@ def _finalise(
     if manifest.get("incidents"):
         incident_log.merge(run.path)  # before the replica parts go
     table_path = _merge(run, scenario_set, points)
-    summary = analysis.summarize_file(table_path, scenario_set.swept_keys)
+    summary = summaries.summarize_file(table_path, scenario_set.swept_keys)
     light = pd.read_parquet(table_path, columns=["point", "finished", "error"])
-    doc = analysis.summary_json(scenario_set, light, summary, replicas, seed)
+    doc = summaries.summary_json(scenario_set, light, summary, replicas, seed)
     present = set(light["point"].unique()) | infeasible
     doc["points"] = [p for p in doc["points"] if p["point"] in present]
-    summary = analysis.with_infeasible(summary, scenario_set, infeasible)
+    summary = summaries.with_infeasible(summary, scenario_set, infeasible)
     for point in doc["points"]:
         point["replicas"] = int((light["point"] == point["point"]).sum())
         adaptive = manifest.get("adaptive", {}).get(str(point["point"]))
@@ -429,55 +430,9 @@ def _finalise(
         first = (scenario_set.feasible or scenario_set.points)[0]
         record = simulate_replica(build_plan(first.scenario), 0, seed, timeline=True)
         write_regular(run.path / "timeline.json", _dumps(chrome_trace(record.timeline)))
-    if figures and len(light):  # a slice of infeasible points only has nothing to draw
-        keys = scenario_set.varied_keys  # the figures' axes: keys with several values
-        # a table of an older version lacks some columns: their figures are skipped
-        names = set(pq.read_schema(table_path).names)
-        marks = {key: analysis.interval_marks(scenario_set.runnable_base, key) for key in keys}
-        rows, means = figure_inputs(table_path, names, keys, light, scenario_set.name)
-        plots.write_figures(
-            rows,
-            summary,
-            run.path / "figures",
-            keys,
-            marks,
-            label=plots.run_label(
-                scenario_set.name,
-                manifest.get("overrides") or [],
-                scenario_set.resolved.get("sweep"),
-            ),
-            means=means,
-        )
+    if figures is not None and len(light):  # a slice of infeasible points only has nothing to draw
+        figures(run, scenario_set, table_path, light, summary)
     return summary, doc
-
-
-# the columns the distribution figures draw for every replica; the bar figures read only
-# each point's mean of the other FIGURE_COLUMNS
-DISTRIBUTION_COLUMNS = ["point", "finished", "time_to_train_days", "ideal_hours", "lost_work_hours"]
-
-
-def figure_inputs(
-    table_path: Path, names: set[str], keys: list[str], light: pd.DataFrame, scenario: str
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """What `plots.write_figures` draws, read within bounds: the replicas' rows of the few
-    columns the distributions need (error rows dropped), and one row per point with the
-    mean of every breakdown column, each read from the table one column at a time. Memory
-    grows with the replicas by a few columns, not by the table's sixty."""
-    ok = (light["error"] == "").to_numpy()
-    wanted = [c for c in dict.fromkeys([*DISTRIBUTION_COLUMNS, *keys]) if c in names]
-    rows = pd.read_parquet(table_path, columns=wanted)[ok].reset_index(drop=True)
-    rows["scenario"] = pd.Categorical.from_codes([0] * len(rows), categories=[scenario])
-    points, codes = np.unique(rows["point"].to_numpy(), return_inverse=True)
-    means = rows.groupby("point", sort=True, observed=True)[["scenario", *keys]].first()
-    means = means.reset_index()
-    for column in (c for c in FIGURE_COLUMNS if c in names and c not in ("point", "finished")):
-        values = pq.read_table(table_path, columns=[column]).column(0)
-        values = values.to_numpy(zero_copy_only=False).astype(float, copy=False)[ok]
-        valid = ~np.isnan(values)
-        sums = np.bincount(codes[valid], weights=values[valid], minlength=len(points))
-        counts = np.bincount(codes[valid], minlength=len(points))
-        means[column] = np.divide(sums, counts, out=np.full(len(points), np.nan), where=counts > 0)
-    return rows, means
 
 
 def _merge(run: RunDir, scenario_set: ScenarioSet, points: range | None) -> Path:
@@ -494,7 +449,9 @@ def _merge(run: RunDir, scenario_set: ScenarioSet, points: range | None) -> Path
     return path
 
 
-def merge_runs(run_dirs: list[str | Path], out: str | Path, figures: bool = True) -> RunOutcome:
+def merge_runs(
+    run_dirs: list[str | Path], out: str | Path, figures: FigureWriter | None = None
+) -> RunOutcome:
     """Join runs of slices of one sweep (`--points I:J`) into one run, equal to the run of
     the whole sweep: same scenario, seed and replicas, disjoint points. Each slice's table
     is checked (a regular, readable parquet file of the run's schema, whole: its fingerprint

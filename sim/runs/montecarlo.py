@@ -35,14 +35,13 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.model import columns
 from sim.model.scenario import ScenarioSet
 from sim.model.schema import EXECUTORS
 from sim.runs import incident_log
-from sim.show import console
+from sim.runs.progress import ReplicaBar
 
 # The public columns of replicas.parquet, in order (docs/metrics.md defines each).
 COLUMNS = [
@@ -336,7 +335,7 @@ def run(
         else:
             sink(chunk.point, chunk.first_replica, frame)
 
-    with _progress_bar(progress, total, scenario_set.name) as advance, _Signals() as signals:
+    with ReplicaBar(progress, total, scenario_set.name) as advance, _Signals() as signals:
         if executor == "serial":
             _run_serial(todo, deliver, advance, signals)
         elif executor == "processes":
@@ -647,47 +646,3 @@ def frame_of(rows: list[dict], swept_keys: list[str], types: dict[str, str]) -> 
         elif key in types:
             table[key] = table[key].astype(types[key])
     return table
-
-
-class TimeColumn(TimeRemainingColumn):
-    """A progress bar's time: what is left while it runs, what it took once done (rich's
-    TimeRemainingColumn ends on 0:00:00)."""
-
-    def render(self, task):  # type: ignore[no-untyped-def]
-        from rich.text import Text
-
-        if task.finished:
-            took = task.finished_time if task.finished_time is not None else task.elapsed
-            minutes, seconds = divmod(int(round(took or 0)), 60)
-            hours, minutes = divmod(minutes, 60)
-            text = f"{took or 0:.1f} s" if (took or 0) < 60 else f"{hours}:{minutes:02d}:{seconds:02d}"  # fmt: skip
-            return Text(f"done in {text}", style="progress.elapsed")
-        return Text(f"{super().render(task).plain} left", style="progress.remaining")
-
-
-class _progress_bar:
-    """A rich progress bar on stderr (silent when disabled): the time left while it runs,
-    the time it took once every replica is done."""
-
-    def __init__(self, enabled: bool, total: int, name: str):
-        self.enabled, self.total, self.name = enabled, total, name
-        self._progress: Progress | console.PlainProgress | None = None
-
-    def __enter__(self) -> Callable[[int], None]:
-        if not self.enabled:
-            return lambda n: None
-        self._progress = console.progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("replicas"),
-            TimeColumn(),
-            unit="replicas",
-        )
-        self._progress.start()
-        task = self._progress.add_task(self.name, total=self.total)
-        return lambda n: self._progress.advance(task, n)  # type: ignore[union-attr]
-
-    def __exit__(self, *exc) -> None:
-        if self._progress is not None:
-            self._progress.stop()

@@ -34,6 +34,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -1032,6 +1033,28 @@ def write_regular(path: Path, data: str | bytes) -> None:
     """Write `path` as a new regular file through `replacing`."""
     with replacing(path) as tmp:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+
+
+def finite(doc: Any) -> Any:
+    """A document for JSON: NaN and infinities as None (null), recursively through dicts,
+    lists and tuples; numpy scalars as Python numbers."""
+    if isinstance(doc, dict):
+        return {k: finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [finite(v) for v in doc]
+    if getattr(doc, "shape", None) == () and hasattr(doc, "item"):  # a numpy scalar
+        doc = doc.item()
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return None
+    return doc
+
+
+def json_default(value: Any) -> Any:
+    """`json.dumps(default=...)`: a numpy scalar as its Python value (a non-finite one as
+    null), anything else as its text."""
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        return finite(value.item())
+    return str(value)
 
 
 class TableOfRun:

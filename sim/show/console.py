@@ -1,53 +1,31 @@
-"""Where every command writes, so that it reads the same in a terminal, a pipe and a log.
-
-Tables go to stdout as wide as the terminal, or `COLUMNS` (else 120) when piped or logged;
-a key or number column is never cut short: text columns wrap, a table that does not fit
-drops its lines, and one that still does not fit is printed as plain lines, one per row.
-Progress goes to stderr: a live bar in a terminal, an occasional plain line anywhere else.
+"""Where every command's tables and answers go, so that they read the same in a terminal,
+a pipe and a log: stdout as wide as the terminal, or `COLUMNS` (else 120) when piped or
+logged; a key or number column is never cut short: text columns wrap, a table that does not
+fit drops its lines, and one that still does not fit is printed as plain lines, one per row.
+Progress goes to stderr (`sim.runs.progress`, whose width rule this shares).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
-import time
 from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
-# The width of a pipe or a log without COLUMNS: wide enough for the sweep tables.
-PIPE_WIDTH = 120
+from sim.runs.progress import stream_width
 
 # A text column keeps at least this many characters (or its longest cell, if shorter):
 # narrower, a status reads one word a line
 TEXT_MIN = 16
 
-# A plain progress line when the work passes a tenth of its total (10%, 20%, ...), at most
-# one every PLAIN_SECONDS: a few lines a task in a log, however small its chunks.
-PLAIN_STEP = 0.1
-PLAIN_SECONDS = 10.0
-
-
-def _width(stream: Any) -> int | None:
-    """The terminal's width (None: rich asks it), else COLUMNS, else PIPE_WIDTH."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    return None if stream.isatty() else PIPE_WIDTH
-
 
 def stdout_console() -> Console:
     """The console tables and answers are printed on: colours only in a terminal."""
-    return Console(width=_width(sys.stdout))
-
-
-def stderr_console() -> Console:
-    return Console(stderr=True, width=_width(sys.stderr))
+    return Console(width=stream_width(sys.stdout))
 
 
 # --------------------------------------------------------------------------- tables
@@ -129,91 +107,3 @@ def _plain(cell: Any) -> str:
     if isinstance(cell, Text):
         return cell.plain
     return Text.from_markup(str(cell)).plain
-
-
-# --------------------------------------------------------------------------- progress
-
-
-class PlainProgress:
-    """rich's Progress as far as trainsim uses it (add_task, advance, update, start,
-    stop), as plain lines for a pipe or a log: one when a task passes each tenth of its
-    total, one when it is done (with the time it took)."""
-
-    def __init__(self, console: Console, unit: str):
-        self.console, self.unit = console, unit
-        self._tasks: dict[int, dict[str, Any]] = {}
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        for task in self._tasks.values():
-            if not task["said_done"] and task["completed"] >= task["total"] > 0:
-                self._say(task)
-
-    def add_task(self, description: str, total: int) -> int:
-        task_id = len(self._tasks)
-        self._tasks[task_id] = {
-            "description": description,
-            "total": total,
-            "completed": 0,
-            "step": 0,  # the last tenth said
-            "started": time.monotonic(),
-            "said_at": time.monotonic(),
-            "said_done": False,
-        }
-        return task_id
-
-    def advance(self, task_id: int, count: int) -> None:
-        task = self._tasks[task_id]
-        task["completed"] += count
-        total = task["total"]
-        if total <= 0:
-            return
-        step = int(min(task["completed"], total) / total / PLAIN_STEP + 1e-9)
-        if task["completed"] >= total:
-            self._say(task)
-        elif step > task["step"] and time.monotonic() - task["said_at"] >= PLAIN_SECONDS:
-            task["step"] = step
-            self._say(task)
-
-    def update(self, task_id: int, description: str) -> None:
-        """A new description; said at once when the task is done (a round's outcome)."""
-        task = self._tasks[task_id]
-        task["description"] = description
-        if task["said_done"]:
-            self.console.print(description, highlight=False, markup=False, soft_wrap=True)
-
-    def _say(self, task: dict[str, Any]) -> None:
-        if task["said_done"]:
-            return
-        done, total = min(task["completed"], task["total"]), task["total"]
-        task["said_at"] = time.monotonic()
-        if done >= total:
-            task["said_done"] = True
-            took = time.monotonic() - task["started"]
-            tail = f"done in {_elapsed(took)}"
-        else:
-            tail = f"{done / total:.0%}"
-        line = f"{task['description']}: {done:,}/{total:,} {self.unit}, {tail}"
-        self.console.print(line, highlight=False, markup=False, soft_wrap=True)
-
-
-def _elapsed(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, whole_seconds = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{whole_seconds:02d}"
-
-
-def progress(*columns: Any, unit: str) -> Progress | PlainProgress:
-    """A live bar of `columns` on stderr in a terminal (or a notebook's widget); plain
-    lines anywhere else."""
-    console = stderr_console()
-    if console.is_jupyter or (console.is_terminal and not console.is_dumb_terminal):
-        return Progress(
-            *(columns or (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())),
-            console=console,
-        )
-    return PlainProgress(console, unit)

@@ -23,12 +23,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim import __version__
-from sim.decide import analysis, answer
+from sim.decide import answer
 from sim.decide.compare import FIGURE_PREFIX, fmt_metric
 from sim.model import perf
-from sim.model.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS
+from sim.model.columns import COST_COLUMNS, DOWNTIME_COLUMNS, SUMMARY_METRICS, unit_of
 from sim.model.scenario import Point, ScenarioError, ScenarioSet, load_document, load_scenario
 from sim.model.schema import Scenario
+from sim.runs import summaries
 from sim.runs.results import read_bounded, read_manifest, resume_command
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -87,7 +88,7 @@ class RunContents:
     table: pd.DataFrame | None  # the columns the report needs, error rows dropped
     replicas: int  # rows of replicas.parquet (error rows included)
     errors: int
-    summary: pd.DataFrame | None  # analysis.summarize_file of replicas.parquet
+    summary: pd.DataFrame | None  # summaries.summarize_file of replicas.parquet
     plan: dict[str, Any] | None
     figures: list[Path]
     replicas_per_point: dict[int, int] = field(default_factory=dict)  # error rows included
@@ -192,7 +193,7 @@ def _read_table(
         errors = int(failed.sum())
         rows = rows[~failed]
     table = rows
-    summary = analysis.summarize_file(table_path, keys)
+    summary = summaries.summarize_file(table_path, keys)
     return table, replicas, errors, summary, per_point
 
 
@@ -1427,7 +1428,7 @@ def _share(
 def _number_in(metric: str, value: float, decimals: int | None) -> str:
     """A value as its column writes it: with the column's decimals (answer.same_decimals),
     or as fmt_metric does (dollars, or one value alone)."""
-    if decimals is None or analysis.unit_of(metric) == "USD":
+    if decimals is None or unit_of(metric) == "USD":
         return fmt_metric(metric, value)
     return answer.with_decimals(value, decimals)
 

@@ -281,7 +281,7 @@ def unfinished_incident_run(out: Path, scenario: Path) -> Path:
         pytest.raises(SystemExit),
     ):
         api.run_scenario(str(scenario), replicas=6, seed=3, workers=1, out=out, progress=False,
-                         figures=False, incidents=True)  # fmt: skip
+                         figures=None, incidents=True)  # fmt: skip
     (found,) = (out / "round-trip").iterdir()
     return found
 

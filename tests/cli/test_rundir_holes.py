@@ -76,7 +76,7 @@ def unfinished_run(out: Path, replicas: int = REPLICAS) -> Path:
         pytest.raises(SystemExit),
     ):
         api.run_scenario(SMALL, replicas=replicas, seed=3, workers=1, out=out, progress=False,
-                         figures=False)  # fmt: skip
+                         figures=None)  # fmt: skip
     assert montecarlo.default_chunk_size is real
     (run_dir,) = run_dirs(out)
     assert len(list((run_dir / "parts").glob("p*.parquet"))) == replicas // 5
@@ -185,7 +185,7 @@ def test_killed_after_the_merge_the_run_still_resumes(tmp_path, reference):
     still there, and a resume finishes the run."""
     out = tmp_path / "out"
     code = (
-        "import os, sys; import sim.decide.analysis as a\n"
+        "import os, sys; import sim.runs.summaries as a\n"
         "a.summarize_file = lambda *x, **k: os._exit(137)\n"
         "from sim.cli.commands import main\n"
         f"main(['run', {SMALL!r}, '--replicas', '{REPLICAS}', '--seed', '3', '--workers', '1',"
@@ -253,7 +253,7 @@ def test_a_corrupt_part_is_not_counted_as_done(tmp_path, reference):
     run_dir = unfinished_run(tmp_path / "out")
     part(run_dir, 2).write_bytes(b"PAR1 not a parquet file PAR1")
     with mock.patch.object(api, "finalise", side_effect=SystemExit(137)), pytest.raises(SystemExit):
-        api.resume_run(run_dir, workers=1, progress=False, figures=False)
+        api.resume_run(run_dir, workers=1, progress=False, figures=None)
     names = [p.name for p in (run_dir / "parts").glob("p*.parquet")]
     assert "p00000-r000000010-n000000005.parquet" in names  # run again, good now
     r = resume(run_dir)
@@ -423,7 +423,7 @@ def test_a_stop_while_the_table_is_written_keeps_the_run_resumable(tmp_path, ref
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(60)
 
-    with mock.patch("sim.decide.analysis.summarize_file", slow_summary):
+    with mock.patch("sim.runs.summaries.summarize_file", slow_summary):
         r = cli_in_process(["run", SMALL, "--replicas", str(REPLICAS), "--seed", "3",
                             "--workers", "1", "--out", str(out), *QUIET])  # fmt: skip
     assert r.returncode == 130, r.stderr
@@ -703,7 +703,7 @@ def test_the_resumed_table_is_byte_identical(tmp_path, monkeypatch):
         pytest.raises(SystemExit),
     ):
         api.run_scenario(SMALL, replicas=5, seed=3, workers=1, out=tmp_path / "cut",
-                         progress=False, figures=False)  # fmt: skip
+                         progress=False, figures=None)  # fmt: skip
     (run_dir,) = run_dirs(tmp_path / "cut")
     (part(run_dir, 1)).unlink()
     assert resume(run_dir).returncode == 0
@@ -724,7 +724,7 @@ def test_a_deleted_incident_part_runs_its_replicas_again(tmp_path):
         pytest.raises(SystemExit),
     ):
         api.run_scenario(SMALL, replicas=5, seed=3, workers=1, out=tmp_path / "cut",
-                         progress=False, figures=False, incidents=True)  # fmt: skip
+                         progress=False, figures=None, incidents=True)  # fmt: skip
     (run_dir,) = run_dirs(tmp_path / "cut")
     (run_dir / "parts" / f"incidents-{part(run_dir, 0).name}").unlink()
     r = resume(run_dir)

@@ -18,11 +18,11 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from sim.decide import compare
 from sim.model.scenario import ScenarioError
 from sim.runs import api, export
 from sim.runs.montecarlo import Interrupted
 from sim.runs.results import protect_run_files, resume_command
+from sim.show import compare_figure
 from tests.conftest import ROOT, cli_in_process, running_as
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -75,9 +75,9 @@ def test_a_merge_stopped_while_it_writes_says_so_and_exits_130(
 
 
 def test_a_figure_format_matplotlib_does_not_know_is_exit_2(tmp_path, monkeypatch):
-    monkeypatch.setattr(compare, "figure", lambda comparison: matplotlib.figure.Figure())
+    monkeypatch.setattr(compare_figure, "figure", lambda comparison: matplotlib.figure.Figure())
     with pytest.raises(ScenarioError) as refused:
-        compare.write_figure(None, tmp_path / "figure.xyz")  # a ValueError has no strerror
+        compare_figure.write_figure(None, tmp_path / "figure.xyz")  # a ValueError has no strerror
     assert "cannot write the figure there" in str(refused.value) and "xyz" in str(refused.value)
 
 
@@ -141,11 +141,11 @@ def test_the_plan_round_bar_ends_on_the_time_it_took(monkeypatch):
     from rich.console import Console
 
     from sim.decide.planner import _RoundBar
-    from sim.show import console
+    from sim.runs import progress
 
     # in a terminal (off one, plain lines: tests/cli/test_output_alike.py)
     monkeypatch.setattr(
-        console, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
+        progress, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
     )
     bar = _RoundBar(True).__enter__()
     try:

@@ -271,7 +271,7 @@ def test_mfu_at_round_trips_through_a_runs_resolved_scenario(tmp_path):
         workers=1,
         out=tmp_path,
         progress=False,
-        figures=False,
+        figures=None,
     )
     written = outcome.run_dir / "scenario.yaml"
     resolved = parse_yaml(written.read_text())
