@@ -30,7 +30,7 @@ from sim.decide import compare
 from sim.model import feasibility, perf
 from sim.model.scenario import ScenarioError, ScenarioSet
 from sim.show import console as screen
-from sim.show import report as run_report
+from sim.show import report_scenario
 
 
 @click.command()
@@ -102,7 +102,7 @@ def calc(scenario, overrides, run_dir, as_json) -> None:
         table = Table(title=title, show_header=False, title_justify="left")
         screen.text_column(table, "quantity")
         table.add_column("value", justify="right")
-        for label, value in run_report.calculation_rows(c):
+        for label, value in report_scenario.calculation_rows(c):
             table.add_row(label, value)
         if i in measured:
             cost = measured[i]
