@@ -23,7 +23,7 @@ from sim.model.scenario import ScenarioSet, load_scenario
 from sim.runs.api import (
     RunInterrupted,
 )
-from sim.runs.results import resume_command
+from sim.runs.manifest import resume_command
 from sim.show import console as screen
 from sim.show.run_figures import write_run_figures
 

@@ -29,7 +29,7 @@ from sim.cli.arguments import (
     console,
 )
 from sim.model.scenario import ScenarioError
-from sim.runs.results import finite, json_default
+from sim.runs.files import finite, json_default
 from sim.show.console import show, text_column
 
 
@@ -79,7 +79,8 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
     repair_hours, scope]): rates with exact 95% intervals, exponential vs Weibull, lemons,
     repair times; writes a failures: fragment a scenario takes (docs/fitting.md)."""
     from sim.data import fit as fitting
-    from sim.runs.results import protect_run_files, trainsim_command, write_regular
+    from sim.runs.files import protect_run_files, write_regular
+    from sim.runs.manifest import trainsim_command
 
     if out is None:
         out = Path(os.environ.get(RESULTS_ENV) or "results") / "fit"

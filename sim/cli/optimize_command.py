@@ -33,7 +33,7 @@ from sim.runs.api import (
     RunOutcome,
     run_scenario,
 )
-from sim.runs.results import read_manifest
+from sim.runs.manifest import read_manifest
 from sim.show import console as screen
 
 

@@ -35,7 +35,7 @@ from sim.runs import summaries
 from sim.runs.api import (
     RunInterrupted,
 )
-from sim.runs.results import trainsim_command
+from sim.runs.manifest import trainsim_command
 from sim.show import console as screen
 from sim.show import plan_plots
 

@@ -45,7 +45,7 @@ from sim.runs.api import (
     resume_run,
     run_scenario,
 )
-from sim.runs.results import trainsim_command
+from sim.runs.manifest import trainsim_command
 from sim.show import console as screen
 from sim.show import plan_plots
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from sim.cli import arguments
 from sim.cli.common import json_option, plain_json, table_console
 from sim.decide import compare
-from sim.runs.results import protect_run_files
+from sim.runs.files import protect_run_files
 from sim.show import compare_figure
 from sim.show import console as screen
 from sim.show import report as run_report

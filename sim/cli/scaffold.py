@@ -24,7 +24,7 @@ from sim.model import feasibility
 from sim.model.hardware import TIERS
 from sim.model.scenario import ScenarioError, load_document, parse_yaml, read_yaml
 from sim.model.schema import Scenario, keys_of
-from sim.runs.results import protect_run_files, write_regular
+from sim.runs.files import protect_run_files, write_regular
 
 # the shipped scenarios (scenarios/<name>.yaml in the checkout)
 SHIPPED = Path(__file__).resolve().parents[2] / "scenarios"

@@ -20,7 +20,7 @@ from sim.decide import analysis, answer
 from sim.model.columns import better_direction, unit_of
 from sim.model.scenario import ScenarioError, load_document, read_yaml
 from sim.runs import summaries
-from sim.runs.results import read_manifest, resume_command
+from sim.runs.manifest import read_manifest, resume_command
 
 # Columns a replica table must have to be compared; those that identify a row, not measure it.
 REQUIRED = ("point", "replica", "seed", "finished", "time_to_train_days")

@@ -40,11 +40,13 @@ from sim.model.scenario import Point, ScenarioError, ScenarioSet, load_scenario
 from sim.runs import summaries
 from sim.runs.api import RunInterrupted, finalise, part_check
 from sim.runs.dask_executor import SchedulerLost, check_scheduler_option
+from sim.runs.files import finite, write_regular
+from sim.runs.manifest import read_manifest
 from sim.runs.montecarlo import Interrupted, default_workers
 from sim.runs.montecarlo import _ignore_for_a_while as ignore_for_a_while
 from sim.runs.montecarlo import run as run_montecarlo
 from sim.runs.progress import PlainProgress, TimeColumn, progress_display
-from sim.runs.results import RunDir, TableOfRun, finite, read_manifest, write_regular
+from sim.runs.results import RunDir, TableOfRun
 
 # draws a plan's figure from plan.json (`sim.show.plan_plots.pareto_figure`)
 ParetoFigure = Callable[[dict[str, Any]], Figure]

@@ -33,6 +33,8 @@ from sim.model import feasibility
 from sim.model.scenario import ScenarioError, ScenarioSet, load_scenario
 from sim.runs import incident_log, summaries
 from sim.runs.dask_executor import SchedulerLost, check_scheduler_option
+from sim.runs.files import is_disk_error, read_bounded, replacing, write_regular
+from sim.runs.manifest import resume_command, trainsim_command
 from sim.runs.montecarlo import (
     Interrupted,
     default_workers,
@@ -42,21 +44,8 @@ from sim.runs.montecarlo import (
     sweep_types,
 )
 from sim.runs.montecarlo import run as run_montecarlo
-from sim.runs.results import (
-    PartCheck,
-    PartsRejected,
-    RunDir,
-    TableOfRun,
-    chrome_trace,
-    is_disk_error,
-    read_bounded,
-    replacing,
-    resume_command,
-    schema_difference,
-    trainsim_command,
-    with_provenance,
-    write_regular,
-)
+from sim.runs.parts import PartCheck, PartsRejected, schema_difference, with_provenance
+from sim.runs.results import RunDir, TableOfRun, chrome_trace
 
 # draws a finalised run's figures into its figures/ from (run, scenario set, the merged table's
 # path, its point/finished/error columns, the summary table); handed in by the caller, since

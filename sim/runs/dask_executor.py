@@ -39,7 +39,7 @@ import pandas as pd
 
 from sim import __version__
 from sim.model.scenario import ScenarioError
-from sim.runs.results import resume_command, trainsim_command
+from sim.runs.manifest import resume_command, trainsim_command
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler
 CLOSE_TIMEOUT = 10.0  # seconds to close the client and a local cluster

@@ -15,7 +15,8 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from sim.model.scenario import ScenarioError
-from sim.runs.results import protect_run_files, replacing, resume_command
+from sim.runs.files import protect_run_files, replacing
+from sim.runs.manifest import resume_command
 
 DEFAULT_NAME = "replicas.csv"
 BATCH_ROWS = 65_536

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sim.runs.results import replacing
+from sim.runs.files import replacing
 
 KEY = "incidents"  # the table attribute and the row key that carry a chunk's failures
 PART = re.compile(r"^incidents-(p\d{5}-r\d{9}-n\d{9}\.parquet)$")

@@ -16,7 +16,7 @@ from sim.decide import answer
 from sim.decide.compare import FIGURE_PREFIX, fmt_metric
 from sim.model.columns import SUMMARY_METRICS
 from sim.model.scenario import ScenarioError
-from sim.runs.results import read_bounded
+from sim.runs.files import read_bounded
 from sim.show.report_html import (
     column_decimals,
     escaped,

@@ -19,7 +19,8 @@ from sim.decide.compare import FIGURE_PREFIX, fmt_metric
 from sim.model.columns import COST_COLUMNS, DOWNTIME_COLUMNS
 from sim.model.scenario import Point, ScenarioError, ScenarioSet, load_scenario
 from sim.runs import summaries
-from sim.runs.results import read_bounded, read_manifest, resume_command
+from sim.runs.files import read_bounded
+from sim.runs.manifest import read_manifest, resume_command
 from sim.show.report_html import (
     column_decimals,
     escaped,

@@ -21,7 +21,7 @@ import pytest
 
 from sim.decide import answer
 from sim.decide.analysis import paired_difference
-from sim.runs.results import trainsim_command
+from sim.runs.manifest import trainsim_command
 from tests.conftest import ROOT, cli_in_process, flat, running_as
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")

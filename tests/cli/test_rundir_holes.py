@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from sim.runs import api, montecarlo, results
-from sim.runs.results import with_provenance
+from sim.runs.parts import with_provenance
 from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -98,7 +98,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path, reference):
     run_dir = unfinished_run(tmp_path / "out")
     before = sorted(p.name for p in (run_dir / "parts").iterdir())
     status = manifest(run_dir)["status"]
-    from sim.runs.results import RunLock
+    from sim.runs.lock import RunLock
 
     holder = RunLock(run_dir)
     holder.acquire("test")  # as a run or a resume of this directory holds it

@@ -20,8 +20,9 @@ import pytest
 
 from sim.model.scenario import ScenarioError
 from sim.runs import api, export
+from sim.runs.files import protect_run_files
+from sim.runs.manifest import resume_command
 from sim.runs.montecarlo import Interrupted
-from sim.runs.results import protect_run_files, resume_command
 from sim.show import compare_figure
 from tests.conftest import ROOT, cli_in_process, running_as
 

@@ -54,7 +54,8 @@ def test_the_summaries_and_figures_read_a_few_columns_at_a_time(unfinished, tmp_
         return real_arrow(source, *args, columns=columns, **kwargs)
 
     from sim.model.scenario import load_scenario
-    from sim.runs.results import RunDir, load_manifest
+    from sim.runs.manifest import load_manifest
+    from sim.runs.results import RunDir
 
     run = RunDir(run_dir, load_manifest(run_dir / "run.json"))
     run.lock()
