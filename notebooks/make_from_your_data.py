@@ -29,7 +29,7 @@ cells = [
         "import numpy as np\n"
         "import pandas as pd\n"
         "import yaml\n\n"
-        "from sim.data import fit\n"
+        "from sim.data import fit, logs\n"
         "from sim.data import forecast as forecasting\n"
         "from sim.runs.api import run_scenario\n"
         "from sim.show import palette\n"
@@ -45,7 +45,7 @@ cells = [
         "are per 1,000 GPU-days of the 64 nodes x 8 GPUs, with exact Poisson intervals."
     ),
     nbf.v4.new_code_cell(
-        "log = fit.read_log(LOG, nodes=64, gpus_per_node=8,\n"
+        "log = logs.read_log(LOG, nodes=64, gpus_per_node=8,\n"
         "                   start='2026-03-01T00:00:00Z', end='2026-04-30T00:00:00Z')\n"
         "result = fit.fit_log(log, seed=0)\n"
         "for warning in result.warnings:\n"

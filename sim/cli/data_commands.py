@@ -79,6 +79,7 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
     repair_hours, scope]): rates with exact 95% intervals, exponential vs Weibull, lemons,
     repair times; writes a failures: fragment a scenario takes (docs/fitting.md)."""
     from sim.data import fit as fitting
+    from sim.data import logs
     from sim.runs.files import protect_run_files, write_regular
     from sim.runs.manifest import trainsim_command
 
@@ -87,7 +88,7 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
     # never into a run directory (its files or figures), never through a link
     for path in (out, out / "figures"):
         protect_run_files(None, path, "--out")
-    log = fitting.read_log(incidents, nodes, gpus_per_node, start, end, replica, point)
+    log = logs.read_log(incidents, nodes, gpus_per_node, start, end, replica, point)
     result = fitting.fit_log(log, seed)
     doc = finite(result.doc())
     try:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sim.data.fit import DEFAULT_CLASS, IncidentLog, read_log
+from sim.data.logs import DEFAULT_CLASS, IncidentLog, read_log
 from sim.engine import ReplicaPlan, build_plan, simulate_replica
 from sim.model import feasibility, perf
 from sim.model.scenario import ScenarioError, ScenarioSet, load_scenario

@@ -16,7 +16,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import stats
 
-from sim.data.fit import ClassFit, FitResult, LemonFit
+from sim.data.estimates import LemonFit
+from sim.data.fit import ClassFit, FitResult
 from sim.show import palette
 
 

@@ -13,7 +13,7 @@ import yaml
 from scipy import stats
 
 from sim.data import forecast as forecasting
-from sim.data.fit import log_from_table
+from sim.data.logs import log_from_table
 from sim.model.scenario import load_scenario
 from sim.runs.api import run_scenario
 from tests.conftest import cli_in_process
