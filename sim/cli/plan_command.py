@@ -29,7 +29,7 @@ from sim.cli.common import (
     table_console,
     warn,
 )
-from sim.decide import answer, planner
+from sim.decide import answer, planner, racing
 from sim.model.columns import unit_of
 from sim.runs import summaries
 from sim.runs.api import (
@@ -73,21 +73,21 @@ from sim.show import plan_plots
 @click.option(
     "--replicas-first",
     type=arguments.REPLICAS_2,
-    default=planner.FIRST_REPLICAS,
+    default=racing.FIRST_REPLICAS,
     show_default=True,
     help="Replicas every point gets in the first round (each round doubles them).",
 )
 @click.option(
     "--replicas-max",
     type=arguments.REPLICAS_2,
-    default=planner.MAX_REPLICAS,
+    default=racing.MAX_REPLICAS,
     show_default=True,
     help="Replicas a point gets at most.",
 )
 @click.option(
     "--precision",
     type=arguments.POSITIVE,
-    default=planner.PRECISION,
+    default=racing.PRECISION,
     show_default=True,
     metavar="REL",
     help="Stop once every point left is known to be within ±REL x the mean of the best "

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sim.decide import analysis, planner
+from sim.decide import analysis, plan_outcome, planner
 from sim.model import feasibility, perf, scenario
 from sim.model.scenario import ScenarioError
 from sim.runs import api, montecarlo, summaries
@@ -216,7 +216,7 @@ def test_a_plan_that_misses_the_deadline_says_so_apart_from_the_infeasible(loade
     doc = planner.plan(loaded, 1e-4, 0.9, "cost_usd", replicas_first=4, replicas_max=4,
                        workers=1, progress=False).doc  # fmt: skip
     reasons = {c["point"]: c["reason"] for c in doc["candidates"]}
-    assert reasons == {0: planner.MISSES_DEADLINE, 1: REASON, 2: planner.MISSES_DEADLINE}
+    assert reasons == {0: plan_outcome.MISSES_DEADLINE, 1: REASON, 2: plan_outcome.MISSES_DEADLINE}
     assert doc["chosen"] is None and doc["highest_p_meet"]["point"] in (0, 2)
 
 
