@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.model import network, perf, sizing  # noqa: E402
+from sim.model import calculator, network, perf, sizing  # noqa: E402
 from sim.model.scenario import ScenarioSet, load_scenario  # noqa: E402
 from sim.model.schema import Scenario  # noqa: E402
 
@@ -92,7 +92,7 @@ class CalcRow:
 
     row: Row
     scenario: Scenario
-    calc: perf.Calculation
+    calc: calculator.Calculation
     tree: network.FatTree
     allreduce: network.CollectiveCost
     write_GB_s: float
@@ -103,7 +103,7 @@ def calc_row(row: Row) -> CalcRow:
     return CalcRow(
         row,
         scenario,
-        perf.calculate(scenario),
+        calculator.calculate(scenario),
         network.scenario_fat_tree(scenario),
         network.gradient_allreduce(scenario),
         perf.write_GB_s(scenario.storage, scenario.cluster.nodes),

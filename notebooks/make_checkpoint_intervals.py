@@ -19,7 +19,7 @@ cells = [
         "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
         "from IPython.display import display\n\n"
-        "from sim.model import perf\n"
+        "from sim.model import calculator\n"
         "from sim.model.scenario import load_scenario\n"
         "from sim.runs.api import run_scenario\n"
         "from sim.show import plots, run_figures\n\n\n"
@@ -30,7 +30,7 @@ cells = [
     nbf.v4.new_markdown_cell("The calculator first: what theory says before any simulation."),
     nbf.v4.new_code_cell(
         "base = load_scenario(REFERENCE).base\n"
-        "calc = perf.calculate(base)\n"
+        "calc = calculator.calculate(base)\n"
         "print(f'step {calc.step_time_s:.2f} s, checkpoint write {calc.checkpoint_write_s:.1f} s, '\n"
         "      f'job MTBF {calc.aggregate_mtbf_hours:.1f} h')\n"
         "print(f'Young {calc.young_interval_minutes:.1f} min, Daly {calc.daly_interval_minutes:.1f} min')"

@@ -19,7 +19,7 @@ cells = [
         "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
         "import matplotlib.pyplot as plt\n\n"
-        "from sim.model import perf\n"
+        "from sim.model import calculator, perf\n"
         "from sim.model.scenario import load_scenario\n"
         "from sim.runs.api import run_scenario\n\n\n"
         + FIND_ROOT
@@ -67,7 +67,7 @@ cells = [
         "rows = []\n"
         "for nodes in sizes:\n"
         "    s = scenario(f'cluster.nodes={nodes}')\n"
-        "    c = perf.calculate(s)\n"
+        "    c = calculator.calculate(s)\n"
         "    rows.append((nodes * 8, c.mfu, c.ideal_days))\n"
         "fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4), layout='constrained')\n"
         "gpus = [r[0] for r in rows]\n"

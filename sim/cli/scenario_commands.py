@@ -27,7 +27,7 @@ from sim.cli.common import (
     warn_infeasible,
 )
 from sim.decide import compare
-from sim.model import feasibility, perf
+from sim.model import calculator, feasibility
 from sim.model.scenario import ScenarioError, ScenarioSet
 from sim.show import console as screen
 from sim.show import report_scenario
@@ -75,7 +75,7 @@ def calc(scenario, overrides, run_dir, as_json) -> None:
     loaded = load(scenario, overrides)
     warn(feasibility.check(loaded))
     # a point that cannot run has no calculation: its reason instead
-    results = [(p.params, p.infeasible or perf.calculate(p.scenario)) for p in loaded.points]
+    results = [(p.params, p.infeasible or calculator.calculate(p.scenario)) for p in loaded.points]
     measured = run_costs(run_dir, loaded) if run_dir is not None else {}
     if as_json:
         doc = {
@@ -143,7 +143,7 @@ def run_costs(run_dir: Path, loaded: ScenarioSet) -> dict[int, dict[str, float]]
     }
 
 
-def print_step_parts(console: Console, c: perf.Calculation) -> None:
+def print_step_parts(console: Console, c: calculator.Calculation) -> None:
     """calc: where one step's time goes, and with measured points the fit's residuals."""
     if c.step_parts_s:
         step = sum(c.step_parts_s.values())
@@ -213,7 +213,7 @@ def fabric_command(scenario, overrides, degrade, fail_switch, as_json) -> None:
             file=sys.stderr,
         )
     try:
-        report = perf.fabric_report(point.scenario, factors, set(fail_switch))
+        report = calculator.fabric_report(point.scenario, factors, set(fail_switch))
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--degrade/--fail-switch") from None
     if as_json:

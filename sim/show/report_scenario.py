@@ -4,7 +4,7 @@ replicas used) and the deterministic calculator with its step model.
 
 from __future__ import annotations
 
-from sim.model import perf
+from sim.model import calculator, perf
 from sim.model.scenario import ScenarioError, ScenarioSet, load_document
 from sim.model.schema import Scenario
 from sim.show.report_html import escaped, html_table, si_text, value_text
@@ -360,7 +360,7 @@ def calculator_section(run: RunContents) -> str:
     points = run.scenario_set.feasible[:MAX_POINT_COLUMNS]  # the model refuses the others
     columns = [
         (point_name(run, p.index) if p.params else "value",
-         calculation_rows(perf.calculate(p.scenario)))
+         calculation_rows(calculator.calculate(p.scenario)))
         for p in points
     ]  # fmt: skip
     labels = [label for label, _ in columns[0][1]]
@@ -422,7 +422,7 @@ def _mfu_words(s: Scenario) -> str:
     return f"MFU {here:.3f} here by the step model (the stated {stated:g} was measured at {where})."
 
 
-def calculation_rows(c: perf.Calculation) -> list[tuple[str, str]]:
+def calculation_rows(c: calculator.Calculation) -> list[tuple[str, str]]:
     """The calculator's answer as (quantity, value with unit) rows."""
     return [
         ("GPUs (data-parallel replicas)", f"{c.gpus:,} ({c.data_parallel_size})"),
@@ -459,7 +459,7 @@ def calculation_rows(c: perf.Calculation) -> list[tuple[str, str]]:
     ]
 
 
-def _flops_per_token_text(c: perf.Calculation) -> str:
+def _flops_per_token_text(c: calculator.Calculation) -> str:
     """FLOPs per token, with its terms when the model's shape gives them (a 6·N·D check
     by hand otherwise looks off by the attention term)."""
     if c.dense_flops_per_token is None:
@@ -470,7 +470,7 @@ def _flops_per_token_text(c: perf.Calculation) -> str:
     )
 
 
-def step_model_rows(c: perf.Calculation) -> list[tuple[str, str]]:
+def step_model_rows(c: calculator.Calculation) -> list[tuple[str, str]]:
     """The calculator's rows on the step model: how the MFU follows the configuration
     (the calibration), the batch split and the GPU memory."""
     efficiency = []
