@@ -35,6 +35,7 @@ from sim.runs.api import (
 )
 from sim.runs.manifest import read_manifest
 from sim.show import console as screen
+from sim.show.run_figures import write_run_figures
 
 
 @click.command()
@@ -147,6 +148,7 @@ def optimize(
             workers=workers,
             out=out,
             progress=progress,
+            figures=write_run_figures,
             note={"optimize": question},  # a resume of the run answers it
         )
     except RunInterrupted as stop:
