@@ -86,7 +86,8 @@ def import_engine(root: Path) -> None:
     global ScenarioError, build_plan, load_scenario, simulate_replica, sim
     import sim
     from sim.engine import build_plan, simulate_replica
-    from sim.model.scenario import ScenarioError, load_scenario
+    from sim.model.scenario import load_scenario
+    from sim.model.scenario_set import ScenarioError
 
     here = Path(sim.__file__).resolve().parents[1]
     if here != root.resolve():

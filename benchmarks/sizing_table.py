@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sim.model import calculator, network, perf, sizing  # noqa: E402
-from sim.model.scenario import ScenarioSet, load_scenario  # noqa: E402
+from sim.model.scenario import load_scenario  # noqa: E402
+from sim.model.scenario_set import ScenarioSet  # noqa: E402
 from sim.model.schema import Scenario  # noqa: E402
 
 DEFAULT_OUT = Path("docs/sizing.md")

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from sim.model.scenario import MAX_POINTS
+from sim.model.scenario_set import MAX_POINTS
 from sim.model.schema import MAX_COUNT, MAX_DAYS, MAX_REPLICAS, MAX_SEED
 
 # Worker processes (or, with a Dask scheduler, the cluster's workers, which size chunks):

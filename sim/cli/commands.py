@@ -26,7 +26,7 @@ from sim.cli import (
 from sim.cli.common import exit_stopped
 from sim.cli.data_commands import fit as fit_command
 from sim.cli.data_commands import forecast as forecast_command
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -19,7 +19,8 @@ from sim.cli import arguments
 from sim.decide import answer, compare
 from sim.model import feasibility
 from sim.model.columns import unit_of
-from sim.model.scenario import ScenarioSet, load_scenario
+from sim.model.scenario import load_scenario
+from sim.model.scenario_set import ScenarioSet
 from sim.runs.api import (
     RunInterrupted,
 )

@@ -28,7 +28,7 @@ from sim.cli.arguments import (
     WORKERS,
     console,
 )
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.runs.files import finite, json_default
 from sim.show.console import show, text_column
 

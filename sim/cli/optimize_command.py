@@ -26,7 +26,7 @@ from sim.cli.common import (
 )
 from sim.decide import analysis, answer
 from sim.model import feasibility
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.runs import summaries
 from sim.runs.api import (
     RunInterrupted,

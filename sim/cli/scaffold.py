@@ -22,7 +22,9 @@ import yaml
 
 from sim.model import feasibility
 from sim.model.hardware import TIERS
-from sim.model.scenario import ScenarioError, load_document, parse_yaml, read_yaml
+from sim.model.safe_yaml import parse_yaml, read_yaml
+from sim.model.scenario import load_document
+from sim.model.scenario_set import ScenarioError
 from sim.model.schema import Scenario, keys_of
 from sim.runs.files import protect_run_files, write_regular
 

@@ -28,7 +28,7 @@ from sim.cli.common import (
 )
 from sim.decide import compare
 from sim.model import calculator, feasibility
-from sim.model.scenario import ScenarioError, ScenarioSet
+from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.show import console as screen
 from sim.show import report_scenario
 

@@ -26,7 +26,8 @@ from scipy import stats
 from sim.data.logs import DEFAULT_CLASS, IncidentLog, read_log
 from sim.engine import ReplicaPlan, build_plan, simulate_replica
 from sim.model import feasibility, perf
-from sim.model.scenario import ScenarioError, ScenarioSet, load_scenario
+from sim.model.scenario import load_scenario
+from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.model.schema import Scenario
 from sim.runs.montecarlo import stoppable_pool
 

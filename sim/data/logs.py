@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import numpy as np
 import pandas as pd
 
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.model.schema import MAX_HOURS
 
 # the columns a log may have (the last four are those trainsim adds to its own logs)

@@ -546,7 +546,7 @@ def run_answer(
     only: list[int] | None = None,
 ) -> RunAnswer:
     """The answer of a run from its summary (summaries.summarize's shape) and its scenario
-    set (sim.model.scenario.ScenarioSet: each point's swept values and horizon); `rows` (the
+    set (sim.model.scenario_set.ScenarioSet: each point's swept values and horizon); `rows` (the
     BEST_COLUMNS of the replica table, error rows left out) adds the best points of a
     sweep; `only` limits the points listed (not the search for the best)."""
     keys = scenario_set.varied_keys

@@ -18,7 +18,9 @@ from rich.table import Table
 
 from sim.decide import analysis, answer
 from sim.model.columns import better_direction, unit_of
-from sim.model.scenario import ScenarioError, load_document, read_yaml
+from sim.model.safe_yaml import read_yaml
+from sim.model.scenario import load_document
+from sim.model.scenario_set import ScenarioError
 from sim.runs import summaries
 from sim.runs.manifest import read_manifest, resume_command
 

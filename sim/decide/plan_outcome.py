@@ -16,7 +16,7 @@ import pandas as pd
 
 from sim.decide.racing import Race, paired_difference, quantile_days, samples_of
 from sim.model import feasibility
-from sim.model.scenario import Point, ScenarioSet
+from sim.model.scenario_set import Point, ScenarioSet
 from sim.runs.files import finite
 from sim.runs.results import TableOfRun
 

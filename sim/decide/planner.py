@@ -30,7 +30,8 @@ from sim.decide.plan_outcome import Plan, outcome
 from sim.decide.racing import FIRST_REPLICAS, MAX_REPLICAS, PRECISION, Round, race
 from sim.model import feasibility
 from sim.model.columns import better_direction
-from sim.model.scenario import ScenarioError, ScenarioSet, load_scenario
+from sim.model.scenario import load_scenario
+from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.runs import summaries
 from sim.runs.api import RunInterrupted, finalise, part_check
 from sim.runs.dask_executor import SchedulerLost, check_scheduler_option

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.model import perf
-from sim.model.scenario import ScenarioError, ScenarioSet
+from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.model.schema import MAX_REPLICAS, MAX_RUN_REPLICAS, Scenario
 
 # Failure events one replica may make up to its horizon. The engine handles a failure in

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.model import perf
-from sim.model.scenario import load_document, load_scenario, read_yaml
+from sim.model.safe_yaml import read_yaml
+from sim.model.scenario import load_document, load_scenario
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ import pyarrow.parquet as pq
 
 from sim.engine import build_plan, simulate_replica
 from sim.model import feasibility
-from sim.model.scenario import ScenarioError, ScenarioSet, load_scenario
+from sim.model.scenario import load_scenario
+from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.runs import incident_log, summaries
 from sim.runs.dask_executor import SchedulerLost, check_scheduler_option
 from sim.runs.files import is_disk_error, read_bounded, replacing, write_regular

@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 
 from sim import __version__
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.runs.manifest import resume_command, trainsim_command
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler

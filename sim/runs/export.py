@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.runs.files import protect_run_files, replacing
 from sim.runs.manifest import resume_command
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 
 REJECTED = "rejected-parts"
 # opening a file never follows a link in its last component (not on Windows)

@@ -13,7 +13,7 @@ import platform
 import sys
 from pathlib import Path
 
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.runs.files import LOCK, NOFOLLOW, is_disk_error
 from sim.runs.manifest import utc_now
 

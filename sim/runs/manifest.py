@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.model.schema import EXECUTORS
 from sim.runs.files import read_bounded
 

@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.model import columns
-from sim.model.scenario import ScenarioSet
+from sim.model.scenario_set import ScenarioSet
 from sim.model.schema import EXECUTORS
 from sim.runs import incident_log
 from sim.runs.progress import ReplicaBar

@@ -46,7 +46,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from sim.model.scenario import ScenarioError, ScenarioSet, dump_resolved
+from sim.model.scenario import dump_resolved
+from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.runs.files import REJECTED, is_disk_error, read_bounded, replacing, write_regular
 from sim.runs.lock import RunLock
 from sim.runs.manifest import STATUSES, fingerprint, load_manifest, new_run_id, utc_now, version

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from sim import __version__
-from sim.model.scenario import ScenarioSet
+from sim.model.scenario_set import ScenarioSet
 from sim.runs.montecarlo import COLUMNS
 
 # Every numeric per-replica column of the public table is summarised.

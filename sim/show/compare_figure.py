@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from sim.decide import answer
 from sim.decide.compare import MAX_PANELS, Comparison, default_figure_name, pair_title
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.show import palette
 from sim.show.plots import run_label
 

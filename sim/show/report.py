@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sim import __version__
 from sim.decide import answer
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.show.report_html import escaped
 from sim.show.report_results import (
     cost_section,

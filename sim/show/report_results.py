@@ -15,7 +15,7 @@ import pandas as pd
 from sim.decide import answer
 from sim.decide.compare import FIGURE_PREFIX, fmt_metric
 from sim.model.columns import SUMMARY_METRICS
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.runs.files import read_bounded
 from sim.show.report_html import (
     column_decimals,

@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 from sim.decide import answer
 from sim.decide.compare import FIGURE_PREFIX, fmt_metric
 from sim.model.columns import COST_COLUMNS, DOWNTIME_COLUMNS
-from sim.model.scenario import Point, ScenarioError, ScenarioSet, load_scenario
+from sim.model.scenario import load_scenario
+from sim.model.scenario_set import Point, ScenarioError, ScenarioSet
 from sim.runs import summaries
 from sim.runs.files import read_bounded
 from sim.runs.manifest import read_manifest, resume_command

@@ -5,7 +5,8 @@ replicas used) and the deterministic calculator with its step model.
 from __future__ import annotations
 
 from sim.model import calculator, perf
-from sim.model.scenario import ScenarioError, ScenarioSet, load_document
+from sim.model.scenario import load_document
+from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.model.schema import Scenario
 from sim.show.report_html import escaped, html_table, si_text, value_text
 from sim.show.report_run import (

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from sim.model import perf
-from sim.model.scenario import ScenarioSet
+from sim.model.scenario_set import ScenarioSet
 from sim.model.schema import Scenario
 from sim.runs.results import RunDir
 from sim.show import plots

@@ -18,7 +18,7 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.runs import api, export
 from sim.runs.files import protect_run_files
 from sim.runs.manifest import resume_command

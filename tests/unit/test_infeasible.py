@@ -19,7 +19,7 @@ import yaml
 
 from sim.decide import analysis, plan_outcome, planner
 from sim.model import feasibility, perf, scenario
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from sim.runs import api, montecarlo, summaries
 from sim.runs.results import RunDir
 from sim.show import plan_plots, plots

@@ -11,7 +11,7 @@ import pytest
 
 from sim.decide import plan_outcome, planner, racing
 from sim.decide.racing import Sample, judge, race, wilson_interval
-from sim.model.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 
 Z = racing.Z95
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import pytest
 
 from sim.model import network, perf, sizing
-from sim.model.scenario import ScenarioError, load_document, load_scenario, read_yaml
+from sim.model.safe_yaml import read_yaml
+from sim.model.scenario import load_document, load_scenario
+from sim.model.scenario_set import ScenarioError
 from tests.conftest import ROOT
 
 PUBLISHED = ROOT / "scenarios" / "published"

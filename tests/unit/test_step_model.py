@@ -12,13 +12,9 @@ import pytest
 
 from sim.engine.plan import build_plan
 from sim.model import network, perf
-from sim.model.scenario import (
-    ScenarioError,
-    dump_resolved,
-    load_document,
-    load_scenario,
-    parse_yaml,
-)
+from sim.model.safe_yaml import parse_yaml
+from sim.model.scenario import dump_resolved, load_document, load_scenario
+from sim.model.scenario_set import ScenarioError
 from sim.model.sizing import sizing_table
 from sim.runs.api import run_scenario
 from tests.conftest import ROOT, TINY, merge
