@@ -279,7 +279,7 @@ def timeline_problems(record, tol_s: float = 1e-6) -> list[str]:
 # Either fails that test at its teardown, naming it and the paths. Caches (bytecode,
 # pytest, hypothesis, ruff) and pytest's temporary directories are never counted.
 
-RESULTS_ENV = "TRAINSIM_RESULTS"  # sim.cli.commands's default output root
+RESULTS_ENV = "TRAINSIM_RESULTS"  # sim.cli.arguments's default output root
 GUARD_ENV = ("TRAINSIM_GUARD_ROOT", "TRAINSIM_GUARD_LOG", "TRAINSIM_GUARD_BASETEMP")
 
 # The hook, shared by this process and (as the text of a sitecustomize module) its Python

@@ -16,13 +16,7 @@ import traceback
 
 import click
 
-from sim.cli import (
-    optimize_command,
-    plan_command,
-    run_commands,
-    rundir_commands,
-    scenario_commands,
-)
+from sim.cli import optimize_command, plan_command, run_commands, rundir_commands, scenario_commands
 from sim.cli.common import exit_stopped
 from sim.cli.data_commands import fit as fit_command
 from sim.cli.data_commands import forecast as forecast_command

@@ -21,15 +21,10 @@ from sim.model import feasibility
 from sim.model.columns import unit_of
 from sim.model.scenario import load_scenario
 from sim.model.scenario_set import ScenarioSet
-from sim.runs.api import (
-    RunInterrupted,
-)
+from sim.runs.api import RunInterrupted
 from sim.runs.manifest import resume_command
 from sim.show import console as screen
 from sim.show.run_figures import write_run_figures
-
-# the output root of run, optimize, plan and merge when --out is not given (else results/)
-RESULTS_ENV = arguments.RESULTS_ENV
 
 
 def exit_stopped() -> NoReturn:
@@ -94,9 +89,9 @@ out_option = click.option(
     "--out",
     type=click.Path(path_type=Path),
     default=Path("results"),
-    envvar=RESULTS_ENV,
+    envvar=arguments.RESULTS_ENV,
     show_default=True,
-    help=f"Results root [${RESULTS_ENV}, else results].",
+    help=f"Results root [${arguments.RESULTS_ENV}, else results].",
 )
 
 

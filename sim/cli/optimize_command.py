@@ -28,11 +28,7 @@ from sim.decide import analysis, answer
 from sim.model import feasibility
 from sim.model.scenario_set import ScenarioError
 from sim.runs import summaries
-from sim.runs.api import (
-    RunInterrupted,
-    RunOutcome,
-    run_scenario,
-)
+from sim.runs.api import RunInterrupted, RunOutcome, run_scenario
 from sim.runs.manifest import read_manifest
 from sim.show import console as screen
 from sim.show.run_figures import write_run_figures

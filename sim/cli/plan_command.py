@@ -32,9 +32,7 @@ from sim.cli.common import (
 from sim.decide import answer, planner, racing
 from sim.model.columns import unit_of
 from sim.runs import summaries
-from sim.runs.api import (
-    RunInterrupted,
-)
+from sim.runs.api import RunInterrupted
 from sim.runs.manifest import trainsim_command
 from sim.show import console as screen
 from sim.show import plan_plots

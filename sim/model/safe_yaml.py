@@ -17,10 +17,7 @@ from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
 from sim.model.scenario_set import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, ScenarioError
-from sim.model.schema import (
-    MAX_ECHO,
-    echo,
-)
+from sim.model.schema import MAX_ECHO, echo
 
 
 class _InputLimit(yaml.YAMLError):

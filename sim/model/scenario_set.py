@@ -9,10 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.model.schema import (
-    MAX_ECHO,
-    Scenario,
-)
+from sim.model.schema import MAX_ECHO, Scenario
 
 # Limits on the input itself, so that no file or command line can exhaust memory or
 # the stack before validation has a chance to name the problem.
