@@ -86,7 +86,8 @@ def import_engine(root: Path) -> None:
     global ScenarioError, build_plan, load_scenario, simulate_replica, sim
     import sim
     from sim.engine import build_plan, simulate_replica
-    from sim.scenario import ScenarioError, load_scenario
+    from sim.model.scenario import load_scenario
+    from sim.model.scenario_set import ScenarioError
 
     here = Path(sim.__file__).resolve().parents[1]
     if here != root.resolve():
@@ -267,13 +268,18 @@ def main() -> None:
             )
 
     if not args.no_e2e and (not args.only or "end-to-end" in args.only):
-        from sim.api import run_scenario  # pandas, pyarrow, matplotlib: only for this part
+        from sim.runs.api import run_scenario  # pandas, pyarrow, matplotlib: only for this part
+        from sim.show.run_figures import write_run_figures
 
         replicas = int(10_000 * scale)
         with tempfile.TemporaryDirectory() as out:
             start = time.perf_counter()
             outcome = run_scenario(
-                scenarios / "llama70b-1k.yaml", replicas=replicas, out=out, progress=False
+                scenarios / "llama70b-1k.yaml",
+                replicas=replicas,
+                out=out,
+                progress=False,
+                figures=write_run_figures,
             )
             elapsed = time.perf_counter() - start
             written = len(outcome.table)  # read while the directory exists (the table is lazy)

@@ -7,7 +7,7 @@ Usage: .venv/bin/python benchmarks/bench_memory.py [--sizes 20000,200000]
 
 Each size runs `trainsim run SCENARIO --replicas N --workers W` (figures on unless
 --no-figures) in a subprocess of its own, into a temporary --out. The subprocess runs
-the command in-process (`sim.cli.main`) and, as it exits, reports its own peak RSS
+the command in-process (`sim.cli.commands.main`) and, as it exits, reports its own peak RSS
 (`getrusage(RUSAGE_SELF).ru_maxrss`): the main process only, not its workers. The
 workers' peak (`RUSAGE_CHILDREN` of that subprocess: the largest of its reaped
 children) is reported beside it. The ratio is the largest size's main peak over the
@@ -36,7 +36,7 @@ TARGET_RATIO = 1.2  # the largest size's peak RSS at most 20% above the smallest
 CHILD = r"""
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
-from sim.cli import main
+from sim.cli.commands import main
 def peak(who):
     kib = resource.getrusage(who).ru_maxrss
     return kib / 1024 / (1024 if sys.platform == "darwin" else 1)

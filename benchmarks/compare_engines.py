@@ -48,8 +48,9 @@ NOT_METRICS = {"point", "replica", "seed"}
 def worker(root: Path, documents: dict[str, dict], replicas: int, seed: int) -> dict:
     """In a checkout's own interpreter: per scenario and numeric column, n, mean, variance."""
     sys.path.insert(0, str(root))
-    from sim.montecarlo import run
-    from sim.scenario import ScenarioError, load_document
+    from sim.model.scenario import load_document
+    from sim.model.scenario_set import ScenarioError
+    from sim.runs.montecarlo import run
 
     out: dict[str, dict] = {}
     for name, document in documents.items():
@@ -82,7 +83,7 @@ def worker(root: Path, documents: dict[str, dict], replicas: int, seed: int) -> 
 
 def shipped_documents(only: list[str]) -> dict[str, dict]:
     sys.path.insert(0, str(ROOT))
-    from sim.scenario import read_yaml
+    from sim.model.safe_yaml import read_yaml
 
     docs = {}
     for path in sorted((ROOT / "scenarios").glob("*.yaml")):
@@ -98,7 +99,7 @@ def random_documents(count: int, seed: int) -> dict[str, dict]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from identity_soak import random_scenario
 
-    from sim.scenario import ScenarioError
+    from sim.model.scenario_set import ScenarioError
 
     rng, ops, gray = random.Random(seed), random.Random(seed + 1), random.Random(seed + 2)
     docs = {}

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.identity_soak import add_operations, tiny_cluster  # noqa: E402
 from sim.engine import build_plan, cycle, simulate_replica  # noqa: E402
-from sim.scenario import ScenarioError  # noqa: E402
-from sim.schema import Scenario  # noqa: E402
+from sim.model.scenario_set import ScenarioError  # noqa: E402
+from sim.model.schema import Scenario  # noqa: E402
 from tests.conftest import as_class, tiny  # noqa: E402
 
 

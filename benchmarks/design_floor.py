@@ -328,7 +328,7 @@ def main() -> None:
     args = parser.parse_args()
     import_engine(ROOT)
     from sim.engine import build_plan, simulate_replica
-    from sim.scenario import load_scenario
+    from sim.model.scenario import load_scenario
 
     path = ROOT / "scenarios" / "llama3-405b-16k.yaml"
     overrides, _ = big_overrides(ROOT)

@@ -20,8 +20,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.montecarlo import run  # noqa: E402
-from sim.scenario import load_scenario  # noqa: E402
+from sim.model.scenario import load_scenario  # noqa: E402
+from sim.runs.montecarlo import run  # noqa: E402
 
 
 def column_hash(values: pd.Series) -> str:

@@ -44,9 +44,9 @@ sys.path.insert(0, str(ROOT))
 
 from sim.engine import build_plan, simulate_replica  # noqa: E402
 from sim.engine.ledger import DOWNTIME_PARTS  # noqa: E402
-from sim.montecarlo import COLUMNS, COUNT_COLUMNS  # noqa: E402
-from sim.scenario import ScenarioError  # noqa: E402
-from sim.schema import Scenario  # noqa: E402
+from sim.model.scenario_set import ScenarioError  # noqa: E402
+from sim.model.schema import Scenario  # noqa: E402
+from sim.runs.montecarlo import COLUMNS, COUNT_COLUMNS  # noqa: E402
 from tests.conftest import COST_PARTS, as_class, identity_error, tiny  # noqa: E402
 
 SCOPES = ["gpu", "node", "node", "job", "link", "switch", "storage"]

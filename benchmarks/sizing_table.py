@@ -2,9 +2,9 @@
 table "Cluster requirements by model size" from the project's original brief, and the two
 figures of its 70B row checked (training time, InfiniBand switch count). Writes docs/sizing.md.
 
-Deterministic columns come from the calculator behind `trainsim calc` (sim/perf.py) and the
-fat-tree sizing behind `trainsim fabric` (sim/network.py); the columns with failures from the
-Monte Carlo behind `trainsim run` (sim.api.run_scenario, into a temporary directory). The same
+Deterministic columns come from the calculator behind `trainsim calc` (sim/model/perf.py) and the
+fat-tree sizing behind `trainsim fabric` (sim/model/network.py); the columns with failures from the
+Monte Carlo behind `trainsim run` (sim.runs.api.run_scenario, into a temporary directory). The same
 seed and replicas give the same page for any worker count. `--replicas 0` skips the Monte
 Carlo (the calculator's tables only, in seconds).
 
@@ -25,9 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim import network, perf, sizing  # noqa: E402
-from sim.scenario import ScenarioSet, load_scenario  # noqa: E402
-from sim.schema import Scenario  # noqa: E402
+from sim.model import calculator, network, perf, sizing  # noqa: E402
+from sim.model.scenario import load_scenario  # noqa: E402
+from sim.model.scenario_set import ScenarioSet  # noqa: E402
+from sim.model.schema import Scenario  # noqa: E402
 
 DEFAULT_OUT = Path("docs/sizing.md")
 DEFAULT_SEED = 42
@@ -92,7 +93,7 @@ class CalcRow:
 
     row: Row
     scenario: Scenario
-    calc: perf.Calculation
+    calc: calculator.Calculation
     tree: network.FatTree
     allreduce: network.CollectiveCost
     write_GB_s: float
@@ -103,7 +104,7 @@ def calc_row(row: Row) -> CalcRow:
     return CalcRow(
         row,
         scenario,
-        perf.calculate(scenario),
+        calculator.calculate(scenario),
         network.scenario_fat_tree(scenario),
         network.gradient_allreduce(scenario),
         perf.write_GB_s(scenario.storage, scenario.cluster.nodes),
@@ -187,7 +188,7 @@ class TreeVariant:
 
 
 def tree_variants() -> list[TreeVariant]:
-    """Fabrics for ~1,000 GPUs of 8-GPU nodes, sized by sim/network.py's fat_tree."""
+    """Fabrics for ~1,000 GPUs of 8-GPU nodes, sized by sim/model/network.py's fat_tree."""
     cases = [
         ("the 70B preset: NDR, one NIC per GPU, rail-optimised", 1024, 64, 8, 8),
         ("1,000 GPUs, otherwise as the preset", 1000, 64, 8, 8),
@@ -222,7 +223,7 @@ class MonteCarloRow:
 
 def monte_carlo(row: Row, replicas: int, seed: int, workers: int) -> MonteCarloRow:
     """`trainsim run` of the row, into a temporary directory that is removed afterwards."""
-    from sim.api import run_scenario
+    from sim.runs.api import run_scenario
 
     with tempfile.TemporaryDirectory(prefix="trainsim-sizing-") as tmp:
         outcome = run_scenario(
@@ -233,7 +234,7 @@ def monte_carlo(row: Row, replicas: int, seed: int, workers: int) -> MonteCarloR
             executor="processes" if workers > 1 else "serial",
             out=tmp,
             progress=False,
-            figures=False,
+            figures=None,
         )
     point = outcome.summary_doc["points"][0]
     m = point["metrics"]
@@ -411,7 +412,7 @@ STRONG_NODES = (12, 36, 144, 288, 576)  # 96 → 4,608 GPUs, as the README's fig
 
 
 def published_table() -> str:
-    """sim.sizing.PUBLISHED_POINTS: published MFU, the step model's, the error in points."""
+    """sim.model.sizing.PUBLISHED_POINTS: published MFU, the step model's, the error in points."""
     header = ["study", "configuration", "published MFU", "predicted MFU", "error (points)",
               "bar (points)"]  # fmt: skip
     body = []
@@ -599,7 +600,7 @@ def render(
         "",
         "The ideal time at both ends of the guide's range, for the first scenario of each "
         "size with its nodes changed (`--set cluster.nodes=...`). The MFU is the scenario's "
-        "at its own size and follows the step model elsewhere (sim/sizing.py; "
+        "at its own size and follows the step model elsewhere (sim/model/sizing.py; "
         "[architecture.md](architecture.md#the-step-model)): a fixed batch spread over more "
         "GPUs leaves each data-parallel replica fewer microbatches, so a larger pipeline "
         "bubble and less compute beside the same exposed gradient reduction. Where the batch "
@@ -620,7 +621,7 @@ def render(
         "## The step model against published scaling",
         "",
         "How many GPUs rests on how the MFU moves when the cluster grows at a fixed batch. "
-        "The step model ([architecture.md](architecture.md#the-step-model), `sim/perf.py`) "
+        "The step model ([architecture.md](architecture.md#the-step-model), `sim/model/perf.py`) "
         "builds a step from its parts; the communication hides only behind the compute "
         "that runs while it is in flight:",
         "",
@@ -723,7 +724,7 @@ def render(
         f"architecture gives for 1,024 GPUs. A two-tier fat tree of k-port switches serves up "
         f"to k²/2 endpoints ({preset_tree.radix**2 // 2:,} for k = {preset_tree.radix}), so "
         f"{GUIDE_70B_GPUS:,} GPUs need no third tier. Fabrics for about {GUIDE_70B_GPUS:,} "
-        "GPUs, sized by the same rule (`sim/network.py`):",
+        "GPUs, sized by the same rule (`sim/model/network.py`):",
         "",
         tree_table(trees),
         "",

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from identity_soak import describe, random_scenario  # noqa: E402
 
 from sim.engine import build_plan, simulate_replica  # noqa: E402
-from sim.scenario import ScenarioError  # noqa: E402
+from sim.model.scenario_set import ScenarioError  # noqa: E402
 from tests.conftest import timeline_problems  # noqa: E402
 
 

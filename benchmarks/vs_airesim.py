@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from sim.engine import simulate_replica  # noqa: E402
 from sim.engine.plan import build_plan  # noqa: E402
-from sim.scenario import load_scenario  # noqa: E402
+from sim.model.scenario import load_scenario  # noqa: E402
 
 SCENARIO = ROOT / "benchmarks" / "airesim_paper.yaml"
 

@@ -14,14 +14,15 @@ cells = [
         "intervals marked. Few replicas keep it fast; raise `REPLICAS` for tighter bands."
     ),
     nbf.v4.new_code_cell(
-        "# sim.plots returns Figure objects that pyplot does not manage: the inline backend\n"
+        "# sim.show.plots returns Figure objects that pyplot does not manage: the inline backend\n"
         "# registers the formatter that lets display() render them as images\n"
         "%matplotlib inline\n\n"
         "from pathlib import Path\n\n"
         "from IPython.display import display\n\n"
-        "from sim import analysis, perf, plots\n"
-        "from sim.api import run_scenario\n"
-        "from sim.scenario import load_scenario\n\n\n"
+        "from sim.model import calculator\n"
+        "from sim.model.scenario import load_scenario\n"
+        "from sim.runs.api import run_scenario\n"
+        "from sim.show import plots, run_figures\n\n\n"
         + FIND_ROOT
         + "\nREFERENCE = ROOT / 'scenarios' / 'llama70b-1k.yaml'\n"
         "REPLICAS = 100"
@@ -29,7 +30,7 @@ cells = [
     nbf.v4.new_markdown_cell("The calculator first: what theory says before any simulation."),
     nbf.v4.new_code_cell(
         "base = load_scenario(REFERENCE).base\n"
-        "calc = perf.calculate(base)\n"
+        "calc = calculator.calculate(base)\n"
         "print(f'step {calc.step_time_s:.2f} s, checkpoint write {calc.checkpoint_write_s:.1f} s, '\n"
         "      f'job MTBF {calc.aggregate_mtbf_hours:.1f} h')\n"
         "print(f'Young {calc.young_interval_minutes:.1f} min, Daly {calc.daly_interval_minutes:.1f} min')"
@@ -43,7 +44,7 @@ cells = [
         "ttt"
     ),
     nbf.v4.new_code_cell(
-        "marks = analysis.interval_marks(base, 'checkpoint.interval_steps')\n"
+        "marks = run_figures.interval_marks(base, 'checkpoint.interval_steps')\n"
         "display(plots.sweep_curve(summary, 'checkpoint.interval_steps', 'time_to_train_days', marks,\n"
         "                          'mean time to train (days)'))"
     ),

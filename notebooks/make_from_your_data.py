@@ -29,10 +29,11 @@ cells = [
         "import numpy as np\n"
         "import pandas as pd\n"
         "import yaml\n\n"
-        "from sim import fit, palette\n"
-        "from sim import forecast as forecasting\n"
-        "from sim.api import run_scenario\n"
-        "from sim.fit_plots import draw_counts, draw_lifetimes\n\n\n"
+        "from sim.data import fit, logs\n"
+        "from sim.data import forecast as forecasting\n"
+        "from sim.runs.api import run_scenario\n"
+        "from sim.show import palette\n"
+        "from sim.show.fit_plots import draw_counts, draw_lifetimes\n\n\n"
         + FIND_ROOT
         + "\nLOG = ROOT / 'examples' / 'incidents.csv'\n"
         "SCENARIO = ROOT / 'scenarios' / 'llama7b-128.yaml'\n"
@@ -44,7 +45,7 @@ cells = [
         "are per 1,000 GPU-days of the 64 nodes x 8 GPUs, with exact Poisson intervals."
     ),
     nbf.v4.new_code_cell(
-        "log = fit.read_log(LOG, nodes=64, gpus_per_node=8,\n"
+        "log = logs.read_log(LOG, nodes=64, gpus_per_node=8,\n"
         "                   start='2026-03-01T00:00:00Z', end='2026-04-30T00:00:00Z')\n"
         "result = fit.fit_log(log, seed=0)\n"
         "for warning in result.warnings:\n"
@@ -113,7 +114,7 @@ cells = [
         "                  for i, f in enumerate(fragment['failures'])]\n"
         "folder = Path(tempfile.mkdtemp())\n"
         "world = run_scenario(SCENARIO, overrides=worse, replicas=1, seed=99, workers=1,\n"
-        "                     progress=False, figures=False, out=folder, incidents=True)\n"
+        "                     progress=False, out=folder, incidents=True)\n"
         "incidents = pd.read_parquet(world.run_dir / 'incidents.parquet')\n"
         "so_far = incidents[incidents.time <= ELAPSED_DAYS * 24][['time', 'node', 'class']]\n"
         "so_far.to_csv(folder / 'this-run.csv', index=False)\n"

@@ -28,9 +28,9 @@ cells = [
         "import matplotlib.pyplot as plt\n"
         "import numpy as np\n"
         "import pandas as pd\n\n"
-        "from sim import palette\n"
-        "from sim.montecarlo import run\n"
-        "from sim.scenario import load_scenario\n\n\n"
+        "from sim.model.scenario import load_scenario\n"
+        "from sim.runs.montecarlo import run\n"
+        "from sim.show import palette\n\n\n"
         + FIND_ROOT
         + "\n# the benchmarks are scripts, not an installed package: import them from the checkout\n"
         "sys.path.insert(0, str(ROOT))\n"

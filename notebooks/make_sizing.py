@@ -22,8 +22,8 @@ cells = [
         "from pathlib import Path\n\n"
         "import matplotlib.pyplot as plt\n"
         "import pandas as pd\n\n"
-        "from sim.api import run_scenario\n"
-        "from sim.sizing import sizing_table\n\n\n"
+        "from sim.model.sizing import sizing_table\n"
+        "from sim.runs.api import run_scenario\n\n\n"
         + FIND_ROOT
         + "\nSCENARIO = ROOT / 'scenarios' / 'llama70b-1k.yaml'\n"
         "NODES = [32, 64, 96, 128, 192, 256]\n"

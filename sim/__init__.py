@@ -1,8 +1,13 @@
 """trainsim: discrete-event simulation of multi-week LLM pre-training runs.
 
-The public library API lives in the submodules: `sim.scenario` (load and
-validate), `sim.perf` (deterministic calculator), `sim.montecarlo` (replicas and
-sweeps), `sim.analysis` (summaries, Young/Daly) and `sim.plots` (figures).
+The package is grouped by what each part answers (docs/architecture.md): `sim.model`
+(what a scenario is and implies), `sim.engine` (one replica), `sim.runs` (many replicas,
+run directories), `sim.data` (a user's own incident log), `sim.decide` (answers from
+tables), `sim.show` (figures, the report, tables) and `sim.cli` (the command). What a
+notebook imports: `sim.model.scenario` (load and validate), `sim.model.perf` and
+`sim.model.calculator` (the deterministic calculator), `sim.runs.api` (run a scenario),
+`sim.runs.montecarlo` (replicas and sweeps), `sim.decide.analysis` (optimize) and
+`sim.show.plots` (figures).
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -1,5 +1,5 @@
 """`python -m sim` is the `trainsim` command."""
 
-from sim.entry import main
+from sim.cli.entry import main
 
 main()

@@ -19,10 +19,10 @@ from unittest import mock
 
 import pytest
 
-from sim import columns
 from sim.engine.ledger import DOWNTIME_PARTS
-from sim.scenario import load_document
-from sim.schema import Scenario
+from sim.model import columns
+from sim.model.scenario import load_document
+from sim.model.schema import Scenario
 
 # the cost breakdown columns, summing to cost_usd (docs/metrics.md)
 COST_PARTS = columns.COST_COLUMNS
@@ -126,9 +126,9 @@ def running_as(monkeypatch, folder: Path) -> Path:
 
 
 def cli_in_process(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """A `trainsim` command run in this process (`sim.cli.main`, as the entry point calls
+    """A `trainsim` command run in this process (`sim.cli.commands.main`, as the entry point calls
     it), from `cwd`: its exit code and what it printed. Much quicker than a subprocess."""
-    from sim.cli import main
+    from sim.cli.commands import main
 
     out, err = io.StringIO(), io.StringIO()
     code = 0
@@ -145,9 +145,9 @@ def cli_in_process(args: list[str], cwd: Path | None = None) -> subprocess.Compl
 
 
 def main_in_process(capsys, *args: str) -> tuple[int, str, str]:
-    """`sim.cli.main` in this process, its output read from capsys: (exit code, stdout,
+    """`sim.cli.commands.main` in this process, its output read from capsys: (exit code, stdout,
     stderr)."""
-    from sim.cli import main
+    from sim.cli.commands import main
 
     with pytest.raises(SystemExit) as exit_:
         main(list(args))
@@ -285,7 +285,7 @@ def timeline_problems(record, tol_s: float = 1e-6) -> list[str]:
 # Either fails that test at its teardown, naming it and the paths. Caches (bytecode,
 # pytest, hypothesis, ruff) and pytest's temporary directories are never counted.
 
-RESULTS_ENV = "TRAINSIM_RESULTS"  # sim.cli's default output root
+RESULTS_ENV = "TRAINSIM_RESULTS"  # sim.cli.arguments's default output root
 GUARD_ENV = ("TRAINSIM_GUARD_ROOT", "TRAINSIM_GUARD_LOG", "TRAINSIM_GUARD_BASETEMP")
 
 # The hook, shared by this process and (as the text of a sitecustomize module) its Python
@@ -435,7 +435,7 @@ def guarded_session(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def pipe_width():
-    """Commands print at a pipe's width (sim/console.py: COLUMNS, else 120), whatever the
+    """Commands print at a pipe's width (sim/show/console.py: COLUMNS, else 120), whatever the
     terminal that runs pytest exports: without this, its subprocesses were seen to inherit
     COLUMNS=80 from the process's C environment, which os.environ does not show."""
     saved = os.environ.get("COLUMNS")

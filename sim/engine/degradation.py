@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from sim import fabric, network, perf
-from sim.schema import Scenario
+from sim.model import fabric, network, perf
+from sim.model.schema import Scenario
 
 
 class FabricDegradation:

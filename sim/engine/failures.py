@@ -18,9 +18,9 @@ from collections.abc import Callable
 import numpy as np
 import simpy
 
-from sim.distributions import Distribution, Exponential, Weibull
 from sim.engine.events import Failure
 from sim.engine.plan import FailureClassPlan
+from sim.model.distributions import Distribution, Exponential, Weibull
 
 BUFFER = 256  # lifetimes drawn per numpy call
 # exponential classes as one superposed clock each (`SuperposedSource`); off: a clock per

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sim import columns
+from sim.model import columns
 
 
 @dataclass

@@ -10,10 +10,10 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from sim import perf
-from sim.distributions import Distribution, lifetime
 from sim.engine.degradation import FabricDegradation
-from sim.schema import WEEKDAYS, Scenario
+from sim.model import perf
+from sim.model.distributions import Distribution, lifetime
+from sim.model.schema import WEEKDAYS, Scenario
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Adversarial input through the CLI: every case in this process (`sim.cli.main`, as the
+"""Adversarial input through the CLI: every case in this process (`sim.cli.commands.main`, as the
 `trainsim` entry point calls it), and a few through the real command (`python -m sim` in
 a subprocess, with a time limit), so that the process's own exit path is exercised too.
 

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim import answer
-from sim.analysis import paired_difference
-from sim.results import trainsim_command
+from sim.decide import answer
+from sim.decide.analysis import paired_difference
+from sim.runs.manifest import trainsim_command
 from tests.conftest import ROOT, cli_in_process, flat, running_as
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -312,14 +312,14 @@ def test_the_resume_hint_runs_as_printed(monkeypatch, tmp_path):
 def test_the_progress_bar_ends_on_the_time_it_took(monkeypatch):
     from rich.console import Console
 
-    from sim import console
-    from sim.montecarlo import _progress_bar
+    from sim.runs import progress
+    from sim.runs.progress import ReplicaBar
 
     # in a terminal (off one, plain lines: tests/cli/test_output_alike.py)
     monkeypatch.setattr(
-        console, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
+        progress, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
     )
-    bar = _progress_bar(True, 10, "x")
+    bar = ReplicaBar(True, 10, "x")
     advance = bar.__enter__()
     try:
         column = bar._progress.columns[-1]

@@ -2,7 +2,7 @@
 refused as bad input: exit 2, a message naming the option or key path, no traceback, and
 nothing written (the working directory and --out hold only what the test put there).
 
-Most cases run in this process (`sim.cli.main`); those that could hang before the fix (a
+Most cases run in this process (`sim.cli.commands.main`); those that could hang before the fix (a
 FIFO, a straggler rate that never lets a replica end) run as a real process with a time
 limit, so that a regression fails instead of hanging the suite.
 """
@@ -382,7 +382,8 @@ def test_forecast_of_a_log_of_many_replicas_names_no_option_it_lacks(one_run, tm
 
 
 def test_never_more_worker_processes_than_chunks(tmp_path, monkeypatch):
-    from sim import forecast, montecarlo
+    from sim.data import forecast
+    from sim.runs import montecarlo
 
     sizes = []
     real = montecarlo.ProcessPoolExecutor

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from sim.hardware import TIERS
-from sim.montecarlo import COLUMNS
-from sim.scenario import load_scenario
+from sim.model.hardware import TIERS
+from sim.model.scenario import load_scenario
+from sim.runs.montecarlo import COLUMNS
 from tests.conftest import (
     ROOT,
     TIMELINE_DOWNTIME,

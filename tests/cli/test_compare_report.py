@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from sim import perf
-from sim.analysis import student_t_quantile
-from sim.columns import COST_COLUMNS, DOWNTIME_COLUMNS
-from sim.scenario import load_scenario
+from sim.decide.analysis import student_t_quantile
+from sim.model import calculator
+from sim.model.columns import COST_COLUMNS, DOWNTIME_COLUMNS
+from sim.model.scenario import load_scenario
 from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -349,7 +349,7 @@ def test_report_is_one_self_contained_page(runs, tmp_path):
 
     words = " ".join(" ".join(page.text).split())
     scenario = load_scenario(run / "scenario.yaml").base
-    calc = perf.calculate(scenario)
+    calc = calculator.calculate(scenario)
     assert f"ideal time to train {calc.ideal_days:.2f} days" in words
     assert f"{calc.checkpoint_write_s:.1f} s / {calc.checkpoint_load_s:.1f} s" in words
     assert "16 nodes × 8 H100-SXM = 128 GPUs" in words and "1 warm spare node" in words

@@ -273,7 +273,7 @@ def unfinished_incident_run(out: Path, scenario: Path) -> Path:
     finalised: replica parts and their failure parts in parts/."""
     from unittest import mock
 
-    from sim import api, montecarlo
+    from sim.runs import api, montecarlo
 
     with (
         mock.patch.object(api, "finalise", side_effect=SystemExit(137)),
@@ -281,7 +281,7 @@ def unfinished_incident_run(out: Path, scenario: Path) -> Path:
         pytest.raises(SystemExit),
     ):
         api.run_scenario(str(scenario), replicas=6, seed=3, workers=1, out=out, progress=False,
-                         figures=False, incidents=True)  # fmt: skip
+                         figures=None, incidents=True)  # fmt: skip
     (found,) = (out / "round-trip").iterdir()
     return found
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sim import scenario
+from sim.model import scenario
 from tests.conftest import ROOT, flat, main_in_process
 from tests.unit.test_infeasible import DOC, NODES, REASON, refuse
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sim.scenario import load_document, load_scenario
+from sim.model.scenario import load_document, load_scenario
 from tests.conftest import ROOT, cli_in_process, flat
 
 SHIPPED = sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))

@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from sim import answer, console
+from sim.decide import answer
+from sim.runs import progress
+from sim.show import console
 from tests.conftest import ROOT, cli_in_process
 
 SEVENTY = str(ROOT / "scenarios/llama70b-1k.yaml")
@@ -82,9 +84,9 @@ def test_progress_off_a_terminal_is_a_few_plain_lines(monkeypatch, tmp_path):
 
 
 def test_plain_progress_says_each_tenth_once_and_the_end(monkeypatch):
-    monkeypatch.setattr(console, "PLAIN_SECONDS", 0.0)
+    monkeypatch.setattr(progress, "PLAIN_SECONDS", 0.0)
     out = Console(width=80, file=__import__("io").StringIO())
-    bar = console.PlainProgress(out, "replicas")
+    bar = progress.PlainProgress(out, "replicas")
     task = bar.add_task("round 1", total=1000)
     for _ in range(200):
         bar.advance(task, 5)

@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sim import montecarlo, planner
-from sim.cli import main
+from sim.cli.commands import main
+from sim.decide import plan_outcome, planner, racing
+from sim.runs import montecarlo
 from tests.conftest import ROOT, flat, main_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -64,7 +65,7 @@ def full_grid() -> pd.DataFrame:
 
 
 def test_the_chosen_point_is_the_cheapest_feasible_of_the_full_grid(planned, full_grid):
-    samples = planner.samples_of(full_grid, DEADLINE, "cost_usd")
+    samples = racing.samples_of(full_grid, DEADLINE, "cost_usd")
     feasible = {p: s.objective_mean for p, s in samples.items() if s.p_meet >= QUANTILE}
     assert 0 < len(feasible) < len(samples)
     truth = min(feasible, key=feasible.get)
@@ -121,7 +122,7 @@ def test_plan_json_has_the_documented_schema(planned):
     }  # fmt: skip
     for c in doc["candidates"]:
         assert fields <= set(c)
-        assert c["status"] in planner.STATUSES
+        assert c["status"] in plan_outcome.STATUSES
         if c["status"] in ("chosen", "feasible", "unproven"):
             assert c["dropped_round"] is None
         elif c["dropped_round"] is not None:  # left the race, or judged at its end

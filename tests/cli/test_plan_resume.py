@@ -19,7 +19,8 @@ from unittest import mock
 import pandas as pd
 import pytest
 
-from sim import montecarlo, plan_plots
+from sim.runs import montecarlo
+from sim.show import plan_plots
 from tests.cli.test_rundir_holes import interrupt_after, slow_replica
 from tests.conftest import ROOT, cli_in_process
 

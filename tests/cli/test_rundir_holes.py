@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from sim import api, montecarlo, results
-from sim.results import with_provenance
+from sim.runs import api, montecarlo, results
+from sim.runs.parts import with_provenance
 from tests.conftest import ROOT, cli_in_process
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -76,7 +76,7 @@ def unfinished_run(out: Path, replicas: int = REPLICAS) -> Path:
         pytest.raises(SystemExit),
     ):
         api.run_scenario(SMALL, replicas=replicas, seed=3, workers=1, out=out, progress=False,
-                         figures=False)  # fmt: skip
+                         figures=None)  # fmt: skip
     assert montecarlo.default_chunk_size is real
     (run_dir,) = run_dirs(out)
     assert len(list((run_dir / "parts").glob("p*.parquet"))) == replicas // 5
@@ -98,7 +98,7 @@ def test_a_second_writer_is_refused_naming_the_holder(tmp_path, reference):
     run_dir = unfinished_run(tmp_path / "out")
     before = sorted(p.name for p in (run_dir / "parts").iterdir())
     status = manifest(run_dir)["status"]
-    from sim.results import RunLock
+    from sim.runs.lock import RunLock
 
     holder = RunLock(run_dir)
     holder.acquire("test")  # as a run or a resume of this directory holds it
@@ -185,9 +185,9 @@ def test_killed_after_the_merge_the_run_still_resumes(tmp_path, reference):
     still there, and a resume finishes the run."""
     out = tmp_path / "out"
     code = (
-        "import os, sys; import sim.analysis as a\n"
+        "import os, sys; import sim.runs.summaries as a\n"
         "a.summarize_file = lambda *x, **k: os._exit(137)\n"
-        "from sim.cli import main\n"
+        "from sim.cli.commands import main\n"
         f"main(['run', {SMALL!r}, '--replicas', '{REPLICAS}', '--seed', '3', '--workers', '1',"
         f" '--out', {str(out)!r}, '--no-progress', '--no-figures'])\n"
     )
@@ -253,7 +253,7 @@ def test_a_corrupt_part_is_not_counted_as_done(tmp_path, reference):
     run_dir = unfinished_run(tmp_path / "out")
     part(run_dir, 2).write_bytes(b"PAR1 not a parquet file PAR1")
     with mock.patch.object(api, "finalise", side_effect=SystemExit(137)), pytest.raises(SystemExit):
-        api.resume_run(run_dir, workers=1, progress=False, figures=False)
+        api.resume_run(run_dir, workers=1, progress=False, figures=None)
     names = [p.name for p in (run_dir / "parts").glob("p*.parquet")]
     assert "p00000-r000000010-n000000005.parquet" in names  # run again, good now
     r = resume(run_dir)
@@ -423,7 +423,7 @@ def test_a_stop_while_the_table_is_written_keeps_the_run_resumable(tmp_path, ref
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(60)
 
-    with mock.patch("sim.analysis.summarize_file", slow_summary):
+    with mock.patch("sim.runs.summaries.summarize_file", slow_summary):
         r = cli_in_process(["run", SMALL, "--replicas", str(REPLICAS), "--seed", "3",
                             "--workers", "1", "--out", str(out), *QUIET])  # fmt: skip
     assert r.returncode == 130, r.stderr
@@ -579,7 +579,7 @@ def test_merge_of_a_slice_without_a_good_table_is_refused(tmp_path, damage):
 def test_part_schema_is_that_of_real_parts():
     """The schema parts are checked against is the one chunks really write (every shipped
     scenario, and a sweep of a string and an integer key)."""
-    from sim.scenario import load_scenario
+    from sim.model.scenario import load_scenario
 
     cases = [load_scenario(path) for path in sorted((ROOT / "scenarios").glob("*.yaml"))]
     cases.append(load_scenario(SMALL, [], ["checkpoint.interval_steps=250,500"]))
@@ -703,7 +703,7 @@ def test_the_resumed_table_is_byte_identical(tmp_path, monkeypatch):
         pytest.raises(SystemExit),
     ):
         api.run_scenario(SMALL, replicas=5, seed=3, workers=1, out=tmp_path / "cut",
-                         progress=False, figures=False)  # fmt: skip
+                         progress=False, figures=None)  # fmt: skip
     (run_dir,) = run_dirs(tmp_path / "cut")
     (part(run_dir, 1)).unlink()
     assert resume(run_dir).returncode == 0
@@ -724,7 +724,7 @@ def test_a_deleted_incident_part_runs_its_replicas_again(tmp_path):
         pytest.raises(SystemExit),
     ):
         api.run_scenario(SMALL, replicas=5, seed=3, workers=1, out=tmp_path / "cut",
-                         progress=False, figures=False, incidents=True)  # fmt: skip
+                         progress=False, figures=None, incidents=True)  # fmt: skip
     (run_dir,) = run_dirs(tmp_path / "cut")
     (run_dir / "parts" / f"incidents-{part(run_dir, 0).name}").unlink()
     r = resume(run_dir)

@@ -18,10 +18,12 @@ import matplotlib.figure
 import pandas as pd
 import pytest
 
-from sim import api, compare, export
-from sim.montecarlo import Interrupted
-from sim.results import protect_run_files, resume_command
-from sim.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
+from sim.runs import api, export
+from sim.runs.files import protect_run_files
+from sim.runs.manifest import resume_command
+from sim.runs.montecarlo import Interrupted
+from sim.show import compare_figure
 from tests.conftest import ROOT, cli_in_process, running_as
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -74,9 +76,9 @@ def test_a_merge_stopped_while_it_writes_says_so_and_exits_130(
 
 
 def test_a_figure_format_matplotlib_does_not_know_is_exit_2(tmp_path, monkeypatch):
-    monkeypatch.setattr(compare, "figure", lambda comparison: matplotlib.figure.Figure())
+    monkeypatch.setattr(compare_figure, "figure", lambda comparison: matplotlib.figure.Figure())
     with pytest.raises(ScenarioError) as refused:
-        compare.write_figure(None, tmp_path / "figure.xyz")  # a ValueError has no strerror
+        compare_figure.write_figure(None, tmp_path / "figure.xyz")  # a ValueError has no strerror
     assert "cannot write the figure there" in str(refused.value) and "xyz" in str(refused.value)
 
 
@@ -130,7 +132,7 @@ def test_every_resume_hint_runs_as_printed(tmp_path, monkeypatch):
     with pytest.raises(ScenarioError) as refused:
         export.export_csv(run_dir)
     assert hint(refused.value.message) == expected
-    from sim.dask_executor import SchedulerLost
+    from sim.runs.dask_executor import SchedulerLost
 
     lost = SchedulerLost("tcp://host:8786", "gone").of_run(run_dir)
     assert hint(lost.message) == expected
@@ -139,12 +141,12 @@ def test_every_resume_hint_runs_as_printed(tmp_path, monkeypatch):
 def test_the_plan_round_bar_ends_on_the_time_it_took(monkeypatch):
     from rich.console import Console
 
-    from sim import console
-    from sim.planner import _RoundBar
+    from sim.decide.planner import _RoundBar
+    from sim.runs import progress
 
     # in a terminal (off one, plain lines: tests/cli/test_output_alike.py)
     monkeypatch.setattr(
-        console, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
+        progress, "stderr_console", lambda: Console(stderr=True, force_terminal=True)
     )
     bar = _RoundBar(True).__enter__()
     try:
@@ -160,7 +162,7 @@ def test_the_plan_round_bar_ends_on_the_time_it_took(monkeypatch):
 
 
 def test_a_lost_scheduler_names_the_command_that_completes_the_run(tmp_path, monkeypatch):
-    from sim.dask_executor import SchedulerLost
+    from sim.runs.dask_executor import SchedulerLost
 
     def lost(*args, **kwargs):
         raise SchedulerLost("tcp://host:8786", "client closed")
@@ -196,7 +198,7 @@ def test_export_stopped_midway_leaves_no_partial_file(tmp_path, monkeypatch, sig
 
 
 def test_a_plan_stopped_as_it_completes_exits_130(tmp_path, monkeypatch, signals_restored):
-    from sim.results import RunDir
+    from sim.runs.results import RunDir
 
     def stopped(self):  # Ctrl-C while the complete plan lets go of its parts
         raise Interrupted("SIGINT", 0, 0)

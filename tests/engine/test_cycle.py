@@ -11,7 +11,8 @@ import pytest
 
 from benchmarks.cycle_soak import cycle_scenario, differences
 from sim.engine import Failure, build_plan, cycle, simulate_replica
-from sim.scenario import ScenarioError, load_scenario
+from sim.model.scenario import load_scenario
+from sim.model.scenario_set import ScenarioError
 from tests.conftest import ROOT
 
 SCENARIOS = ROOT / "scenarios"

@@ -9,7 +9,7 @@ from unittest import mock
 import simpy
 
 from sim.engine import build_plan, simulate, simulate_replica
-from sim.scenario import load_scenario
+from sim.model.scenario import load_scenario
 from tests.conftest import ROOT
 
 OPS = [

@@ -16,7 +16,7 @@ import pytest
 
 from sim.engine import Failure, StragglerOnset, build_plan, simulate_replica
 from sim.engine.progress import Progress
-from sim.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from tests.conftest import TINY, identity_error, timeline_problems, tiny
 
 WRITE_S, LOAD_S, RESTART_S, DETECT_S = 10.0, 5.0, 600.0, 60.0

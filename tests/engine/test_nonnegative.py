@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.montecarlo import run
-from sim.scenario import load_scenario
+from sim.model.scenario import load_scenario
+from sim.runs.montecarlo import run
 from tests.conftest import ROOT
 
 BUCKETS = [

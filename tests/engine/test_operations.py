@@ -15,7 +15,8 @@ import pytest
 
 from sim.engine import Failure, build_plan, simulate, simulate_replica
 from sim.engine.cluster import Cluster
-from sim.scenario import ScenarioError, load_document
+from sim.model.scenario import load_document
+from sim.model.scenario_set import ScenarioError
 from tests.conftest import TINY, identity_error, merge, tiny
 
 NODE_NEVER = [

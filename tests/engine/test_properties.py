@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sim.engine import Failure, build_plan, simulate_replica
-from sim.scenario import ScenarioError
+from sim.model.scenario_set import ScenarioError
 from tests.conftest import (
     TIMELINE_NODE_WAITS,
     as_class,

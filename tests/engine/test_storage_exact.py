@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim import perf
 from sim.engine import build_plan, simulate_replica
-from sim.scenario import load_scenario
+from sim.model import perf
+from sim.model.scenario import load_scenario
 from tests.conftest import ROOT
 
 NO_FAILURES = ["failures=[]"]

@@ -81,7 +81,7 @@ def test_notebook_runs_from_repository_root():
     _check_figures(name, _execute(name, ROOT))
 
 
-# a colour written out in a notebook (not sim.palette's) ...
+# a colour written out in a notebook (not sim.show.palette's) ...
 LITERAL_COLOUR = re.compile(r"""["'](tab:\w+|#[0-9a-fA-F]{6}|C\d)["']""")
 # ... next to a time bucket or a part of downtime: that series must take the palette's colour
 BUCKET_WORDS = re.compile(
@@ -91,7 +91,7 @@ BUCKET_WORDS = re.compile(
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_notebooks_colour_buckets_from_the_palette(name):
-    """A series that is a time bucket or a part of downtime is drawn in sim.palette's colour
+    """A series that is a time bucket or a part of downtime is drawn in sim.show.palette's colour
     for it (slowdown orange, downtime brown, ...), as in every figure of a run; a colour
     written out beside one (the old 'tab:orange' slowdown, 'tab:red' stall) fails."""
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
@@ -104,5 +104,5 @@ def test_notebooks_colour_buckets_from_the_palette(name):
                 continue
             around = " ".join(lines[max(0, index - 1) : index + 2])
             assert not BUCKET_WORDS.search(around), (
-                f"{name}: a bucket drawn in a colour of its own, not sim.palette's:\n{line}"
+                f"{name}: a bucket drawn in a colour of its own, not sim.show.palette's:\n{line}"
             )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim import perf
-from sim.montecarlo import run
-from sim.scenario import load_scenario
+from sim.model import perf
+from sim.model.scenario import load_scenario
+from sim.runs.montecarlo import run
 from tests.conftest import ROOT
 
 

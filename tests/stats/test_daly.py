@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from sim import perf
-from sim.analysis import summarize
-from sim.montecarlo import run
-from sim.scenario import load_document
+from sim.model import perf
+from sim.model.scenario import load_document
+from sim.runs.montecarlo import run
+from sim.runs.summaries import summarize
 from tests.conftest import TINY, merge
 
 INTERVALS = [10, 20, 45, 80, 160]  # minutes = steps; each divides the 2,880-step run

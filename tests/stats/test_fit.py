@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim import fit, incident_log
+from sim.data import estimates, fit, logs
 from sim.engine import build_plan, simulate_replica
-from sim.scenario import load_document
+from sim.model.scenario import load_document
+from sim.runs import incident_log
 from tests.conftest import TINY, merge
 
 pytestmark = pytest.mark.montecarlo
@@ -43,13 +44,13 @@ ROUND_TRIP = merge(
 TRUTH = {"gpu": 20.0, "host": 15.0, "software": 10.0}
 
 
-def engine_log(doc: dict, replica: int, seed: int = 7) -> fit.IncidentLog:
+def engine_log(doc: dict, replica: int, seed: int = 7) -> logs.IncidentLog:
     """One replica's failures as `trainsim run --incidents` writes them, read as `fit` reads a
     file; the window is the replica's wall time, the nodes the job's."""
     scenario = load_document(doc).base
     record = simulate_replica(build_plan(scenario), replica, seed, incidents=True)
     table = incident_log.table_of(incident_log.rows_of(record.incidents, 0, replica))
-    return fit.log_from_table(
+    return logs.log_from_table(
         table, f"replica {replica}", scenario.cluster.nodes, scenario.cluster.gpus_per_node,
         end=record.wall_hours,
     )  # fmt: skip
@@ -57,9 +58,9 @@ def engine_log(doc: dict, replica: int, seed: int = 7) -> fit.IncidentLog:
 
 def test_garwood_interval_exact():
     # k = 0: [0, χ²(0.975; 2)/2] = [0, 3.6889]; k = 10: [4.7954, 18.3904] (exact tables)
-    zero = fit.poisson_rate(0, 1.0)
+    zero = estimates.poisson_rate(0, 1.0)
     assert (zero.low, round(zero.high, 4)) == (0.0, 3.6889)
-    ten = fit.poisson_rate(10, 2.0)
+    ten = estimates.poisson_rate(10, 2.0)
     assert (round(ten.low * 2, 4), round(ten.high * 2, 4)) == (4.7954, 18.3904)
     assert ten.value == 5.0 and ten.events == 10
 
@@ -88,7 +89,7 @@ def test_round_trip_coverage_over_200_replicas():
         result = fit.fit_log(log, seed=replica)
         fitted = {c.name: c.rate for c in result.classes}
         for name, truth in TRUTH.items():
-            rate = fitted.get(name) or fit.poisson_rate(0, log.gpu_days / 1000)  # none struck
+            rate = fitted.get(name) or estimates.poisson_rate(0, log.gpu_days / 1000)  # none struck
             covered[name] += rate.covers(truth)
         lemons += bool(result.lemons is not None and result.lemons.overdispersed)
     shares = {name: count / 200 for name, count in covered.items()}
@@ -204,7 +205,7 @@ def numpy_log(rng, nodes, hours, rate_per_node_h, lemon_nodes=0, multiplier=1.0)
     table = pd.DataFrame(
         {"time": rng.uniform(0, hours, counts.sum()), "node": np.repeat(np.arange(nodes), counts)}
     )
-    return fit.log_from_table(table, "numpy", nodes, 8, end=hours)
+    return logs.log_from_table(table, "numpy", nodes, 8, end=hours)
 
 
 def test_no_lemons_reported_in_at_least_90_percent_of_poisson_logs():
@@ -219,7 +220,7 @@ def test_no_lemons_reported_in_at_least_90_percent_of_poisson_logs():
 def test_repair_times_lognormal():
     rng = np.random.Generator(np.random.PCG64(5))
     hours = rng.lognormal(math.log(30) - 0.5, 1.0, 400)  # mean 30 h
-    repair = fit.fit_repairs(hours)
+    repair = estimates.fit_repairs(hours)
     assert repair.chosen == "lognormal"
     assert repair.mean.covers(30.0)
     assert repair.lognormal_sigma == pytest.approx(1.0, abs=0.1)

@@ -12,10 +12,10 @@ import pytest
 import yaml
 from scipy import stats
 
-from sim import forecast as forecasting
-from sim.api import run_scenario
-from sim.fit import log_from_table
-from sim.scenario import load_scenario
+from sim.data import forecast as forecasting
+from sim.data.logs import log_from_table
+from sim.model.scenario import load_scenario
+from sim.runs.api import run_scenario
 from tests.conftest import cli_in_process
 from tests.stats.test_fit import ROUND_TRIP
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.gray_tradeoffs import STRAGGLERS
-from sim.montecarlo import run
-from sim.scenario import load_scenario
+from sim.model.scenario import load_scenario
+from sim.runs.montecarlo import run
 from tests.conftest import ROOT
 from tests.stats.test_ops_tradeoffs import paired
 

@@ -18,11 +18,12 @@ import pandas as pd
 import pytest
 from scipy import special, stats
 
-from sim import fit, incident_log
-from sim.distributions import LogNormal, Weibull
+from sim.data import fit, logs
 from sim.engine import build_plan, simulate_replica
-from sim.montecarlo import run
-from sim.scenario import load_document
+from sim.model.distributions import LogNormal, Weibull
+from sim.model.scenario import load_document
+from sim.runs import incident_log
+from sim.runs.montecarlo import run
 from tests.conftest import TINY, merge
 
 pytestmark = pytest.mark.montecarlo
@@ -155,7 +156,7 @@ def round_trip(table: pd.DataFrame) -> tuple[dict, float, float]:
     """fit -> fragment -> the engine on the same fleet and window (nodes stay in place, no
     spare, the job never finishes): the fragment, and the engine's mean count and top-10%
     share over 20 replicas."""
-    result = fit.fit_log(fit.log_from_table(table, "fleet", NODES, GPUS, end=WINDOW_H))
+    result = fit.fit_log(logs.log_from_table(table, "fleet", NODES, GPUS, end=WINDOW_H))
     fragment = result.fragment()
     failures = [f | {"replace": False, "detect_minutes": 0} for f in fragment["failures"]]
     doc = merge(

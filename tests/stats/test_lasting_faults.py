@@ -20,8 +20,8 @@ from sim.engine import build_plan, simulate
 from sim.engine.cluster import Cluster
 from sim.engine.events import Failure
 from sim.engine.simulate import simulate_replica
-from sim.montecarlo import run
-from sim.scenario import load_document
+from sim.model.scenario import load_document
+from sim.runs.montecarlo import run
 from tests.conftest import TINY, merge, tiny
 
 REPLICAS = 400

@@ -24,8 +24,8 @@ import math
 import numpy as np
 import pytest
 
-from sim.montecarlo import run
-from sim.scenario import load_document
+from sim.model.scenario import load_document
+from sim.runs.montecarlo import run
 from tests.conftest import TINY, merge
 
 NODES = 16

@@ -21,8 +21,8 @@ import pytest
 
 from benchmarks.ops_tradeoffs import CHECKS as BENCH_CHECKS
 from benchmarks.ops_tradeoffs import EAGER, PERSISTENT_LEMONS
-from sim.montecarlo import run
-from sim.scenario import load_scenario
+from sim.model.scenario import load_scenario
+from sim.runs.montecarlo import run
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "scenarios" / "llama70b-1k.yaml"

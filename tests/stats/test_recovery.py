@@ -12,8 +12,8 @@ import math
 
 import pytest
 
-from sim.montecarlo import run
-from sim.scenario import load_document
+from sim.model.scenario import load_document
+from sim.runs.montecarlo import run
 from tests.conftest import TINY, merge
 
 REPLICAS = 300

@@ -7,9 +7,10 @@ import math
 
 import pytest
 
-from sim import analysis, perf
-from sim.montecarlo import run
-from sim.scenario import load_document, load_scenario
+from sim.decide import analysis
+from sim.model import perf
+from sim.model.scenario import load_document, load_scenario
+from sim.runs.montecarlo import run
 from tests.conftest import ROOT
 from tests.stats.test_daly import DALY
 

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim import analysis
+from sim.decide import analysis
+from sim.model.columns import unit_of
 
 KEY = "checkpoint.interval_steps"
 
@@ -96,4 +97,4 @@ def test_indistinguishable_when_the_paired_interval_includes_zero():
     ],
 )
 def test_units_follow_the_metric_names(metric, unit):
-    assert analysis.unit_of(metric) == unit
+    assert unit_of(metric) == unit

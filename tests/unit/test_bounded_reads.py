@@ -14,7 +14,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from sim import api, montecarlo, plots
+from sim.runs import api, montecarlo
+from sim.show import plots, run_figures
+from sim.show.run_figures import write_run_figures
 from tests.conftest import ROOT
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -51,8 +53,9 @@ def test_the_summaries_and_figures_read_a_few_columns_at_a_time(unfinished, tmp_
         reads.append((str(source), columns))
         return real_arrow(source, *args, columns=columns, **kwargs)
 
-    from sim.results import RunDir, load_manifest
-    from sim.scenario import load_scenario
+    from sim.model.scenario import load_scenario
+    from sim.runs.manifest import load_manifest
+    from sim.runs.results import RunDir
 
     run = RunDir(run_dir, load_manifest(run_dir / "run.json"))
     run.lock()
@@ -60,12 +63,12 @@ def test_the_summaries_and_figures_read_a_few_columns_at_a_time(unfinished, tmp_
         mock.patch("pandas.read_parquet", read_parquet),
         mock.patch("pyarrow.parquet.read_table", read_table),
     ):
-        api.finalise(run, load_scenario(run_dir / "scenario.yaml"), figures=True)
+        api.finalise(run, load_scenario(run_dir / "scenario.yaml"), figures=write_run_figures)
     table_reads = [cols for path, cols in reads if path.endswith("/replicas.parquet")]
     assert table_reads, reads
     assert all(cols is not None for cols in table_reads)  # never the whole table
     widths = sorted(len(cols) for cols in table_reads)
-    assert widths[-1] <= len(api.DISTRIBUTION_COLUMNS) + 1, widths  # the swept key besides
+    assert widths[-1] <= len(run_figures.DISTRIBUTION_COLUMNS) + 1, widths  # the swept key besides
     whole = pq.read_schema(run_dir / "replicas.parquet").names
     assert len(whole) > 40  # the table itself is wide
     # the merged table: few row groups (a writer holds every row group's metadata)
@@ -86,10 +89,10 @@ def test_the_figure_inputs_are_the_whole_table_s(unfinished, tmp_path):
     keys = ["checkpoint.interval_steps"]
     names = set(table.columns)
     light = table[["point", "finished", "error"]]
-    rows, means = api.figure_inputs(path, names, keys, light, "llama7b-128")
+    rows, means = run_figures.figure_inputs(path, names, keys, light, "llama7b-128")
     ok = table[table["error"] == ""]
     assert len(rows) == len(ok) == 59
-    assert set(rows.columns) == {*api.DISTRIBUTION_COLUMNS, *keys, "scenario"}
+    assert set(rows.columns) == {*run_figures.DISTRIBUTION_COLUMNS, *keys, "scenario"}
     columns = [c for c in plots.TABLE_COLUMNS if c not in ("point", "finished")]
     expected = ok.groupby("point", sort=True)[columns].mean()
     np.testing.assert_allclose(
@@ -103,7 +106,7 @@ def test_the_report_reads_its_figures_within_bounds_and_without_blocking(tmp_pat
     import os
     import threading
 
-    from sim.report import write_report
+    from sim.show.report import write_report
     from tests.conftest import cli_in_process
 
     r = cli_in_process(["run", SMALL, "--replicas", "3", "--workers", "1", "--no-progress",

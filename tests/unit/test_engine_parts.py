@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from sim.distributions import Exponential, LogNormal, Weibull
 from sim.engine.stretch import Stretch
+from sim.model.distributions import Exponential, LogNormal, Weibull
 
 
 @pytest.mark.parametrize(

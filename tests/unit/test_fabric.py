@@ -11,8 +11,8 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from sim import fabric, network
-from sim.scenario import load_scenario
+from sim.model import fabric, network
+from sim.model.scenario import load_scenario
 from tests.conftest import ROOT
 
 BASE = load_scenario(ROOT / "scenarios/llama70b-1k.yaml").base
@@ -275,8 +275,8 @@ def test_the_reference_fabric_loses_nothing_to_one_spine_when_routing_adapts():
 def test_the_engine_sees_a_spine_that_adaptive_routing_spreads_over():
     """A spread pipe uses every cable in it: the engine's degradation asks the flow model
     when any of them (or its spine) fails, and the step model says what the step loses."""
-    from sim import perf
     from sim.engine.degradation import FabricDegradation
+    from sim.model import perf
 
     s = scenario(oversubscription=3.0, placement="scattered", routing="adaptive")
     degradation = FabricDegradation(s)

@@ -10,8 +10,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sim import perf
-from sim.scenario import ScenarioError, load_document, read_yaml
+from sim.model import perf
+from sim.model.safe_yaml import read_yaml
+from sim.model.scenario import load_document
+from sim.model.scenario_set import ScenarioError
 from tests.conftest import ROOT
 
 STRONG = ROOT / "scenarios" / "published" / "megatron-core-gpt3-177b-strong.yaml"

@@ -17,9 +17,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from sim import analysis, api, feasibility, montecarlo, perf, plan_plots, planner, plots, scenario
-from sim.results import RunDir
-from sim.scenario import ScenarioError
+from sim.decide import analysis, plan_outcome, planner
+from sim.model import feasibility, perf, scenario
+from sim.model.scenario_set import ScenarioError
+from sim.runs import api, montecarlo, summaries
+from sim.runs.results import RunDir
+from sim.show import plan_plots, plots
+from sim.show.run_figures import write_run_figures
 from tests.conftest import TINY, merge
 
 REASON = "parallelism.pipeline: 3 nodes cannot hold the pipeline's stages (a test's reason)"
@@ -97,7 +101,7 @@ def test_the_summaries_list_the_point_with_its_reason_and_no_metric(loaded):
     assert len(row) == 1
     assert row["infeasible"].iloc[0] == REASON and row[NODES].iloc[0] == 3
     assert pd.isna(row["metric"].iloc[0]) and row["n"].iloc[0] == 0
-    assert row[analysis.STATISTICS].isna().all(axis=None)
+    assert row[summaries.STATISTICS].isna().all(axis=None)
     rest = summary[summary["point"] != 1]
     assert (rest["infeasible"] == "").all() and rest["metric"].notna().all()
     assert list(summary["point"]) == sorted(summary["point"])  # point order kept
@@ -105,7 +109,7 @@ def test_the_summaries_list_the_point_with_its_reason_and_no_metric(loaded):
 
 def test_a_run_directory_writes_the_row_and_draws_around_it(path, tmp_path):
     outcome = api.run_scenario(
-        path, replicas=4, workers=1, progress=False, out=tmp_path / "out", figures=True
+        path, replicas=4, workers=1, progress=False, out=tmp_path / "out", figures=write_run_figures
     )
     run_dir = outcome.run_dir
     assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
@@ -125,7 +129,7 @@ def test_a_run_directory_writes_the_row_and_draws_around_it(path, tmp_path):
 def test_slices_and_merge_keep_the_infeasible_point(path, tmp_path):
     def run(i: int) -> api.RunOutcome:
         return api.run_scenario(path, replicas=3, workers=1, progress=False, out=tmp_path / "s",
-                                points=range(i, i + 1), figures=False)  # fmt: skip
+                                points=range(i, i + 1), figures=None)  # fmt: skip
 
     slices = [run(i) for i in range(3)]
     only = slices[1]  # a slice whose one point is infeasible: complete, an empty table
@@ -133,12 +137,12 @@ def test_slices_and_merge_keep_the_infeasible_point(path, tmp_path):
     assert len(pd.read_parquet(only.run_dir / "replicas.parquet")) == 0
     assert [p["infeasible"] for p in only.summary_doc["points"]] == [REASON]
     assert [p["point"] for p in slices[0].summary_doc["points"]] == [0]
-    merged = api.merge_runs([s.run_dir for s in slices], tmp_path / "m", figures=False)
+    merged = api.merge_runs([s.run_dir for s in slices], tmp_path / "m", figures=None)
     manifest = json.loads((merged.run_dir / "run.json").read_text())
     assert manifest["status"] == "complete" and "missing_points" not in manifest
     assert [p["infeasible"] for p in merged.summary_doc["points"]] == [None, REASON, None]
     whole = api.run_scenario(path, replicas=3, workers=1, progress=False, out=tmp_path / "w",
-                             figures=False)  # fmt: skip
+                             figures=None)  # fmt: skip
     pd.testing.assert_frame_equal(
         pd.read_parquet(merged.run_dir / "replicas.parquet"),
         pd.read_parquet(whole.run_dir / "replicas.parquet"),
@@ -147,7 +151,7 @@ def test_slices_and_merge_keep_the_infeasible_point(path, tmp_path):
 
 def test_target_ci_and_resume_leave_the_infeasible_point_out(path, tmp_path):
     adaptive = api.run_scenario(path, replicas=60, workers=1, progress=False, out=tmp_path,
-                                target_ci=0.5, figures=False)  # fmt: skip
+                                target_ci=0.5, figures=None)  # fmt: skip
     manifest = json.loads((adaptive.run_dir / "run.json").read_text())
     assert set(manifest["adaptive"]) == {"0", "2"}
     assert [p["infeasible"] for p in adaptive.summary_doc["points"]] == [None, REASON, None]
@@ -155,7 +159,7 @@ def test_target_ci_and_resume_leave_the_infeasible_point_out(path, tmp_path):
     loaded = scenario.load_scenario(path)
     run = RunDir.create(tmp_path / "r", loaded, 1, 3, "serial", 1)
     run.set_status("interrupted")
-    resumed = api.resume_run(run.path, progress=False, figures=False)
+    resumed = api.resume_run(run.path, progress=False, figures=None)
     assert sorted(resumed.table["point"].unique()) == [0, 2]
     assert [p["infeasible"] for p in resumed.summary_doc["points"]] == [None, REASON, None]
 
@@ -212,7 +216,7 @@ def test_a_plan_that_misses_the_deadline_says_so_apart_from_the_infeasible(loade
     doc = planner.plan(loaded, 1e-4, 0.9, "cost_usd", replicas_first=4, replicas_max=4,
                        workers=1, progress=False).doc  # fmt: skip
     reasons = {c["point"]: c["reason"] for c in doc["candidates"]}
-    assert reasons == {0: planner.MISSES_DEADLINE, 1: REASON, 2: planner.MISSES_DEADLINE}
+    assert reasons == {0: plan_outcome.MISSES_DEADLINE, 1: REASON, 2: plan_outcome.MISSES_DEADLINE}
     assert doc["chosen"] is None and doc["highest_p_meet"]["point"] in (0, 2)
 
 
@@ -227,7 +231,7 @@ def test_a_plan_of_only_infeasible_points_is_refused(loaded, tmp_path):
 
 def test_the_heatmap_says_infeasible_and_the_curve_names_what_it_left_out(loaded):
     table = montecarlo.run(loaded, replicas=4, workers=1, progress=False)
-    summary = analysis.with_infeasible(analysis.summarize(table, [NODES]), loaded)
+    summary = summaries.with_infeasible(summaries.summarize(table, [NODES]), loaded)
     curve = plots.sweep_curve(summary, NODES, "time_to_train_days")
     (line,) = [x for x in curve.axes[0].get_lines() if x.get_label() == "mean"]
     assert list(line.get_xdata()) == [2, 4]

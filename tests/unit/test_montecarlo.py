@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sim import montecarlo
-from sim.analysis import summarize
-from sim.scenario import load_document
+from sim.model.scenario import load_document
+from sim.runs import montecarlo
+from sim.runs.summaries import summarize
 from tests.conftest import TINY, merge
 
 FAILING = merge(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sim import network, perf
-from sim.hardware import GPUS
-from sim.scenario import load_scenario
-from sim.schema import NetworkConfig
+from sim.model import network, perf
+from sim.model.hardware import GPUS
+from sim.model.scenario import load_scenario
+from sim.model.schema import NetworkConfig
 from tests.conftest import ROOT
 
 H100 = GPUS["H100-SXM"]

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from sim import perf
-from sim.scenario import load_scenario
+from sim.model import calculator, perf
+from sim.model.scenario import load_scenario
 from tests.conftest import ROOT, tiny
 
 
@@ -82,7 +82,7 @@ def test_interval_young_resolves_to_steps():
 
 
 def test_calculate_reference():
-    c = perf.calculate(load_scenario(ROOT / "scenarios/llama70b-1k.yaml").base)
+    c = calculator.calculate(load_scenario(ROOT / "scenarios/llama70b-1k.yaml").base)
     assert 15 < c.ideal_days < 17
     assert c.effective_tflops_per_gpu == pytest.approx(0.45 * 989.4)
     assert c.ideal_gpu_hours == pytest.approx(136 * 8 * c.ideal_days * 24)

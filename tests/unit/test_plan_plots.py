@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 from matplotlib.transforms import Bbox
 
-from sim import palette, plan_plots
+from sim.show import palette, plan_plots
 
 NODES, SPARES = "cluster.nodes", "cluster.spare_nodes"
 DEADLINE = 16.5

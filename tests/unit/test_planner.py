@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim import planner
-from sim.planner import Sample, judge, race, wilson_interval
-from sim.scenario import ScenarioError
+from sim.decide import plan_outcome, planner, racing
+from sim.decide.racing import Sample, judge, race, wilson_interval
+from sim.model.scenario_set import ScenarioError
 
-Z = planner.Z95
+Z = racing.Z95
 
 
 def sample(met, objective, replicas=None) -> Sample:
@@ -89,7 +89,7 @@ def test_pairing_by_replica_finds_a_small_difference_under_large_noise():
     low1, high1 = samples[1].objective_ci()
     assert low1 < high0 and low0 < high1
     # ... paired, the difference is clear
-    difference, low, high = planner.paired_difference(samples[1], samples[0], "min")
+    difference, low, high = racing.paired_difference(samples[1], samples[0], "min")
     assert difference == pytest.approx(500, abs=5) and low > 0
     assert judge(samples, 0.95, "min").dominated == {1}
 
@@ -97,7 +97,7 @@ def test_pairing_by_replica_finds_a_small_difference_under_large_noise():
 def test_pairs_only_common_replicas():
     a = sample(np.ones(4), [10.0, 20.0, 30.0, 40.0], replicas=[0, 1, 2, 3])
     b = sample(np.ones(3), [12.0, 22.0, 99.0], replicas=[0, 1, 5])
-    difference, low, high = planner.paired_difference(b, a, "min")
+    difference, low, high = racing.paired_difference(b, a, "min")
     assert difference == 2.0 and low == high == 2.0  # replicas 0 and 1 only
 
 
@@ -221,7 +221,7 @@ def test_the_pareto_front_keeps_exactly_the_points_nothing_beats():
         record(5, 9, 400),
         record(6, math.inf, 50),  # never reaches the quantile: not on the front
     ]
-    front = planner.pareto_front(records, ["k"])
+    front = plan_outcome.pareto_front(records, ["k"])
     assert [p["point"] for p in front] == [5, 0, 1, 3]
     assert [p["k"] for p in front] == [5, 0, 1, 3]
 

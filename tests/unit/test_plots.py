@@ -19,11 +19,15 @@ from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
-from sim import analysis, columns, palette, plots
-from sim.api import FIGURE_COLUMNS, run_scenario
 from sim.engine.ledger import DOWNTIME_PARTS as LEDGER_DOWNTIME_PARTS
-from sim.montecarlo import COLUMNS
-from sim.scenario import load_document
+from sim.model import columns
+from sim.model.columns import better_direction
+from sim.model.scenario import load_document
+from sim.runs import summaries
+from sim.runs.api import run_scenario
+from sim.runs.montecarlo import COLUMNS
+from sim.show import palette, plots
+from sim.show.run_figures import FIGURE_COLUMNS, write_run_figures
 from tests.conftest import TINY, merge
 
 INTERVAL = "checkpoint.interval_steps"
@@ -101,7 +105,7 @@ def two_keys() -> list[dict]:
 def test_shared_column_names_follow_the_engine_and_the_table():
     assert list(columns.DOWNTIME_COLUMNS) == [
         part.removesuffix("_s") + "_hours" for part in LEDGER_DOWNTIME_PARTS
-    ], "sim/columns.py and sim/engine/ledger.py list different downtime parts"
+    ], "sim/model/columns.py and sim/engine/ledger.py list different downtime parts"
     assert set(columns.DOWNTIME_COLUMNS) <= set(COLUMNS)
     assert set(columns.COST_COLUMNS) <= set(COLUMNS)
     assert set(FIGURE_COLUMNS) <= set(COLUMNS)
@@ -110,7 +114,7 @@ def test_shared_column_names_follow_the_engine_and_the_table():
 
 
 def test_plots_do_not_import_simpy():
-    code = "import sys, sim.plots; assert 'simpy' not in sys.modules, 'simpy imported'"
+    code = "import sys, sim.show.plots; assert 'simpy' not in sys.modules, 'simpy imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -252,7 +256,7 @@ def test_the_best_point_follows_the_metric_direction(metric, best_x):
     fig = plots.sweep_curve(summary, INTERVAL, metric)
     (star,) = [line for line in fig.axes[0].get_lines() if line.get_gid() == "best"]
     assert star.get_xdata()[0] == best_x
-    word = "highest" if analysis.better_direction(metric) == "max" else "lowest"
+    word = "highest" if better_direction(metric) == "max" else "lowest"
     assert any(t.startswith(f"best ({word} mean): {best_x:,} steps") for t in legend_texts(fig))
 
 
@@ -262,7 +266,7 @@ def test_the_best_point_follows_the_metric_direction(metric, best_x):
 @pytest.mark.parametrize("metric", ["time_to_train_days", "goodput"])
 def test_heatmap_cells_say_the_means_of_the_table_and_outline_the_best(metric):
     table = replica_table(two_keys())
-    summary = analysis.summarize(table, [INTERVAL, SPARES])
+    summary = summaries.summarize(table, [INTERVAL, SPARES])
     fig = plots.sweep_heatmap(summary, [INTERVAL, SPARES], metric)
     rendered(fig)
     ax = fig.axes[0]
@@ -341,7 +345,7 @@ def test_write_figures_picks_curves_for_one_key_and_heatmaps_for_two(tmp_path, m
     ]:
         table = replica_table(params, replicas=10)
         out = tmp_path / f"keys{len(keys)}"
-        paths = plots.write_figures(table, analysis.summarize(table, keys), out, keys)
+        paths = plots.write_figures(table, summaries.summarize(table, keys), out, keys)
         assert {p.name for p in paths} == base | extra
         assert {p.name for p in out.iterdir()} == base | extra
 
@@ -349,7 +353,7 @@ def test_write_figures_picks_curves_for_one_key_and_heatmaps_for_two(tmp_path, m
 def test_write_figures_skips_the_breakdowns_an_older_table_lacks(tmp_path):
     table = replica_table([{}], replicas=5)
     older = table.drop(columns=[*columns.DOWNTIME_COLUMNS, *columns.COST_COLUMNS])
-    paths = plots.write_figures(older, analysis.summarize(table), tmp_path, [])
+    paths = plots.write_figures(older, summaries.summarize(table), tmp_path, [])
     assert {p.name for p in paths} == {
         "time_to_train_cdf.png",
         "lost_work.png",
@@ -371,8 +375,9 @@ def test_a_real_two_key_sweep_writes_its_heatmaps(tmp_path, monkeypatch):
     )  # fmt: skip
     scenario_set = load_document(document, "tiny", params=[f"{INTERVAL}=50,200", f"{SPARES}=0,1"])
     outcome = run_scenario(
-        scenario_set, replicas=6, workers=1, executor="serial", out=tmp_path, progress=False
-    )
+        scenario_set, replicas=6, workers=1, executor="serial", out=tmp_path, progress=False,
+        figures=write_run_figures,
+    )  # fmt: skip
     figures = {p.name for p in (outcome.run_dir / "figures").iterdir()}
     assert {"heatmap_time_to_train_days.png", "downtime_split.png", "cost_breakdown.png"} <= figures
     table = pd.read_parquet(outcome.run_dir / "replicas.parquet")
@@ -526,8 +531,9 @@ def test_a_runs_figures_say_what_was_overridden(tmp_path, monkeypatch):
                                           "detect_minutes": 1, "repair_hours": 0.2}]})  # fmt: skip
     scenario_set = load_document(document, "tiny", overrides=[f"{SPARES}=0"])
     outcome = run_scenario(
-        scenario_set, replicas=4, workers=1, executor="serial", out=tmp_path, progress=False
-    )
+        scenario_set, replicas=4, workers=1, executor="serial", out=tmp_path, progress=False,
+        figures=write_run_figures,
+    )  # fmt: skip
     manifest = json.loads((outcome.run_dir / "run.json").read_text())
     assert manifest["overrides"] == [f"{SPARES}=0"]
     label = f"{scenario_set.name}  --set {SPARES}=0"

@@ -1,15 +1,17 @@
 """The step model against published strong-scaling studies: each study's scenario
 (scenarios/published) states the MFU measured at one end, and the model, calibrated
 there, predicts the other sizes, compared with what the study measured. The published
-figures are written here from the papers (not read from sim.sizing), and the Megatron
+figures are written here from the papers (not read from sim.model.sizing), and the Megatron
 SC'21 teraFLOP/s are converted to trainsim's MFU here by the paper's own FLOP count."""
 
 from __future__ import annotations
 
 import pytest
 
-from sim import network, perf, sizing
-from sim.scenario import ScenarioError, load_document, load_scenario, read_yaml
+from sim.model import network, perf, sizing
+from sim.model.safe_yaml import read_yaml
+from sim.model.scenario import load_document, load_scenario
+from sim.model.scenario_set import ScenarioError
 from tests.conftest import ROOT
 
 PUBLISHED = ROOT / "scenarios" / "published"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sim.hardware import TIERS
-from sim.scenario import MAX_FILE_BYTES, ScenarioError, dump_resolved, load_document, load_scenario
-from sim.schema import MAX_SEED
+from sim.model.hardware import TIERS
+from sim.model.scenario import dump_resolved, load_document, load_scenario
+from sim.model.scenario_set import MAX_FILE_BYTES, ScenarioError
+from sim.model.schema import MAX_SEED
 from tests.conftest import ROOT, TINY, merge
 
 

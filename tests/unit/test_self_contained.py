@@ -62,7 +62,7 @@ def markdown_pages() -> list[Path]:
 
 def test_the_product_scans_something():
     names = {p.relative_to(ROOT).as_posix() for p in product_files()}
-    assert {"README.md", "pyproject.toml", "sim/network.py"} <= names
+    assert {"README.md", "pyproject.toml", "sim/model/network.py"} <= names
     assert any(n.startswith("scenarios/") for n in names)
     assert any(n.startswith("docs/") for n in names)
 

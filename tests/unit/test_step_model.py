@@ -10,11 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from sim import network, perf
-from sim.api import run_scenario
 from sim.engine.plan import build_plan
-from sim.scenario import ScenarioError, dump_resolved, load_document, load_scenario, parse_yaml
-from sim.sizing import sizing_table
+from sim.model import network, perf
+from sim.model.safe_yaml import parse_yaml
+from sim.model.scenario import dump_resolved, load_document, load_scenario
+from sim.model.scenario_set import ScenarioError
+from sim.model.sizing import sizing_table
+from sim.runs.api import run_scenario
 from tests.conftest import ROOT, TINY, merge
 
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
@@ -269,7 +271,7 @@ def test_mfu_at_round_trips_through_a_runs_resolved_scenario(tmp_path):
         workers=1,
         out=tmp_path,
         progress=False,
-        figures=False,
+        figures=None,
     )
     written = outcome.run_dir / "scenario.yaml"
     resolved = parse_yaml(written.read_text())

@@ -1,0 +1,1118 @@
+"""Deterministic performance model (pure functions, no simulation).
+
+FLOPs per step, the step time (built up from compute, tensor- and context-parallel
+traffic, pipeline sends, the pipeline bubble and the data-parallel traffic the schedule
+leaves exposed, calibrated to the scenario's MFU at its own configuration or fitted to
+several measured points), whether a configuration can run at all (batch split, tensor
+parallelism inside a node, GPU memory, a tier that holds the checkpoints kept),
+total steps and ideal time-to-train, checkpoint size and its write/load times, failure
+rates of the job's components, and the Young/Daly checkpoint-interval theory built on them.
+The calculator's report of all of it is `sim.model.calculator`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+
+from sim.model import fabric, network
+from sim.model.schema import FailureClassConfig, Scenario, StorageConfig, reference_scenario
+
+HOUR_S = 3600.0
+DAY_S = 86400.0
+
+
+# --------------------------------------------------------------------------- compute
+
+
+def flops_per_token(scenario: Scenario) -> float:
+    """6N for the dense matmuls (fwd + bwd), plus 12·L·h·T attention when the shape is given."""
+    model = scenario.model
+    if model.flops_per_token is not None:
+        return model.flops_per_token
+    flops = 6.0 * model.params
+    if model.layers and model.hidden and model.seq_len:
+        flops += 12.0 * model.layers * model.hidden * model.seq_len
+    return flops
+
+
+def total_steps(scenario: Scenario) -> int:
+    return math.ceil(scenario.model.tokens / scenario.model.global_batch_tokens)
+
+
+def model_flops_per_gpu_step(scenario: Scenario) -> float:
+    return flops_per_token(scenario) * scenario.model.global_batch_tokens / scenario.cluster.gpus
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Where one optimizer step's time goes (seconds), and the MFU that follows (the one
+    formula, `compose_step`; docs/sizing.md draws it):
+
+    busy = compute + tensor-parallel + context-parallel + exposed pipeline sends
+           + exposed ZeRO-3 gathers,
+    step = busy · (1 + bubble share) + exposed data-parallel reduction,
+    bubble share = (pipeline − 1) / (virtual stages · microbatches)."""
+
+    compute_s: float
+    tensor_parallel_s: float
+    bubble_s: float
+    data_parallel_s: float  # the whole data-parallel traffic of a step
+    exposed_data_parallel_s: float  # of it, what no compute hides (ZeRO-3's included)
+    step_s: float
+    mfu: float
+    collective: str  # ring | tree, as chosen for the gradient all-reduce
+    pipeline_send_s: float = 0.0  # stage-to-stage sends not hidden
+    context_parallel_s: float = 0.0  # the context-parallel ring's traffic not hidden
+
+    def shares(self) -> dict[str, float]:
+        """Each part's share of the step (they add up to 1)."""
+        exposed = self.exposed_data_parallel_s
+        parts = {
+            "compute": self.compute_s,
+            "pipeline bubble": self.bubble_s,
+            "exposed data-parallel": exposed,
+            "pipeline sends": self.pipeline_send_s,
+            "tensor-parallel": self.tensor_parallel_s,
+            "context-parallel": self.context_parallel_s,
+        }
+        return {name: seconds / self.step_s for name, seconds in parts.items()}
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """What the step of one configuration is built from (per GPU, one optimizer step)."""
+
+    model_flops: float  # the model FLOPs MFU counts
+    compute_flops: float  # the FLOPs executed: full recomputation runs the forward twice
+    peak_flops: float  # FLOP/s
+    tensor_parallel_s: float
+    bubble_share: float  # (pipeline − 1) / (virtual stages · microbatches)
+    data_parallel_s: float  # the gradient all-reduce (ZeRO-3: its traffic per microbatch)
+    overlap: float  # the best share of the compute beside a transfer that hides it
+    collective: str
+    microbatches: float = 1.0  # per replica and step
+    forward_share: float = 1.0 / 3.0  # of the compute: the forward passes (the rest: backward)
+    buckets: int = 1  # the gradient reduction is issued in this many buckets
+    zero_stage: int = 0
+    # ZeRO-3: collectives per pass over the stage's layers (one a layer, or one a tensor), the
+    # latency each pays, whether the gathers are prefetched behind compute (zero3_gather:
+    # layer) or issued when the module runs (tensor), and whether the backward gathers
+    # again for its recomputed forward (gathered per module with full recomputation)
+    zero3_collectives: float = 1.0
+    zero3_latency_s: float = 0.0
+    zero3_prefetched: bool = True
+    zero3_regather: bool = False
+    pipeline_sends: float = 0.0  # stage-to-stage sends per step on one GPU's critical path
+    pipeline_send_s: float = 0.0  # one send
+    sends_overlap: bool = False  # the interleaved schedule overlaps sends with compute
+    context_parallel_s: float = 0.0
+
+
+class CalibrationError(ValueError):
+    """No compute efficiency ≤ 1 gives the stated MFU at its configuration."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """`performance.mfu` turned into the compute efficiency that gives it at the
+    configuration it was measured at (the reference: `performance.mfu_at` applied)."""
+
+    compute_efficiency: float
+    mfu: float  # the stated MFU, at the reference
+    mfu_at: dict[str, Any]  # where the reference differs from the scenario ({}: nowhere)
+    reference_step_s: float
+    at_reference: bool  # the scenario's step-relevant configuration is the reference's
+    # with more measured points (performance.measured): the overlap fitted with the
+    # efficiency, and each point's measured and fitted MFU (the first is `mfu`'s)
+    overlap: float | None = None
+    points: tuple[FittedPoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class FittedPoint:
+    """One measured MFU beside what the fitted step model gives there."""
+
+    where: str  # the configuration, in words (describe_mfu_at)
+    measured_mfu: float
+    fitted_mfu: float
+
+    @property
+    def residual(self) -> float:
+        return self.fitted_mfu - self.measured_mfu
+
+
+# Healthy gradient all-reduce times from the flow model, by fabric configuration, and
+# calibrations by configuration: memos of pure functions (not state): the same inputs
+# always give the same numbers.
+_DP_ALLREDUCE_S: dict[tuple, float] = {}
+_CALIBRATIONS: dict[tuple, Calibration] = {}
+
+# Full recomputation runs each layer's forward pass again in the backward pass: the forward
+# is a third of the forward + backward FLOPs (Korthikanti et al. 2022, §5). Selective
+# recomputation (the attention core) costs a few percent and is left in the efficiency.
+FULL_RECOMPUTE_FACTOR = 4.0 / 3.0
+
+
+def gradient_allreduce_s(scenario: Scenario) -> float:
+    """The gradient all-reduce on the healthy fabric, from the SimPy flow model (it sees
+    placement and oversubscription; on a non-blocking tree it equals the α–β ring)."""
+    key = (scenario.model.params, scenario.cluster, scenario.parallelism, scenario.network)
+    if key not in _DP_ALLREDUCE_S:
+        size = network.gradient_bytes_per_rank(scenario)
+        _DP_ALLREDUCE_S[key] = float(fabric.simulate_collective(scenario, size).seconds)
+    return _DP_ALLREDUCE_S[key]
+
+
+def gradient_allreduce_at_s(scenario: Scenario, replicas: int) -> float:
+    """The gradient all-reduce when the job runs `replicas` data-parallel replicas (an
+    elastic shrink): the flow model at the full size; below it, the α–β cost where the flow
+    model equals it (a non-blocking tree, contiguous placement: tests/unit/test_perf.py
+    checks the shipped trees), else the flow model on the nodes those replicas need."""
+    if replicas == data_parallel_size(scenario):
+        return gradient_allreduce_s(scenario)
+    net, cluster, para = scenario.network, scenario.cluster, scenario.parallelism
+    if net.oversubscription == 1.0 and net.placement == "contiguous" and para.context == 1:
+        stride = para.tensor * para.pipeline  # ranks between members of one DP group
+        if stride >= cluster.gpus_per_node:
+            group = network.Group(replicas, 1)
+        else:
+            per_node = min(cluster.gpus_per_node // stride, replicas)
+            group = network.Group(math.ceil(replicas / per_node), per_node)
+        return network.collective(
+            "all_reduce",
+            network.gradient_bytes_per_rank(scenario),
+            group,
+            net,
+            cluster.gpu_spec,
+            cluster.gpus_per_node,
+        ).seconds
+    return gradient_allreduce_s(shrunk_to(scenario, replicas))
+
+
+def shrunk_to(scenario: Scenario, replicas: int) -> Scenario:
+    """The scenario on the nodes `replicas` data-parallel replicas need (an elastic shrink)."""
+    cluster = scenario.cluster
+    nodes = math.ceil(replicas * gpus_per_replica(scenario) / cluster.gpus_per_node)
+    return scenario.model_copy(update={"cluster": cluster.model_copy(update={"nodes": nodes})})
+
+
+def sequences_per_step(scenario: Scenario) -> float | None:
+    """Sequences in the global batch (global_batch_tokens / seq_len); None for an abstract
+    job (no model.seq_len)."""
+    model = scenario.model
+    return None if model.seq_len is None else model.global_batch_tokens / model.seq_len
+
+
+def microbatches(scenario: Scenario, replicas: int | None = None) -> float | None:
+    """Microbatches per data-parallel replica and step: sequences / replicas /
+    micro_batch_size (real-valued when an elastic shrink leaves a share that does not
+    divide: the bubble then uses the average); an abstract job's `parallelism.microbatches`."""
+    sequences = sequences_per_step(scenario)
+    if sequences is None:
+        return scenario.parallelism.microbatches
+    replicas = data_parallel_size(scenario) if replicas is None else replicas
+    return sequences / replicas / scenario.parallelism.micro_batch_size
+
+
+def bubble_share(pipeline: int, virtual_stages: int, microbatches: float | None) -> float:
+    """Pipeline bubble as a share of the busy time: (p − 1) / (v · m) (Narayanan et al.
+    2021; v = 1 is 1F1B / GPipe); none without a pipeline or without microbatches."""
+    if pipeline == 1 or not microbatches:
+        return 0.0
+    return (pipeline - 1) / (virtual_stages * microbatches)
+
+
+def hidden_behind(transfer_s: float, window_s: float, overlap: float, buckets: int = 1) -> float:
+    """What of a transfer stays exposed when it runs beside `window_s` of compute, of which
+    the framework hides at best the share `overlap`: issued in `buckets` buckets as the
+    compute produces (or consumes) them, the last bucket never hides."""
+    hidden = min(overlap * window_s, transfer_s * (buckets - 1) / buckets)
+    return transfer_s - max(0.0, hidden)
+
+
+def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
+    """The parts of one step at the scenario's configuration, or with `replicas`
+    data-parallel replicas (an elastic shrink: the global batch is fixed, so each replica
+    computes full/replicas times as much, in as many more microbatches)."""
+    para, model = scenario.parallelism, scenario.model
+    full = data_parallel_size(scenario)
+    replicas = full if replicas is None else replicas
+    flops = model_flops_per_gpu_step(scenario)
+    if replicas != full:
+        flops *= full / replicas
+    m = microbatches(scenario, replicas)
+    if para.tensor > 1 and model.layers and model.hidden:
+        tp = network.tensor_parallel_s(scenario, data_parallel=replicas, microbatches=m)
+    else:
+        tp = 0.0  # no tensor parallelism, or no shape to size its traffic from
+    shaped = bool(model.seq_len and model.hidden)
+    sends = 2.0 * para.virtual_stages * (m or 1) if para.pipeline > 1 and shaped else 0.0
+    context = (
+        network.context_parallel_s(scenario, m or 1.0)
+        if para.context > 1 and shaped and model.layers
+        else 0.0
+    )
+    full_recompute = para.recompute == "full"
+    dp_bytes = network.gradient_bytes_per_rank(scenario)
+    layers = model.layers / para.pipeline if model.layers else 1.0
+    per_tensor = para.zero3_gather == "tensor"
+    return StepParts(
+        model_flops=flops,
+        compute_flops=flops * (FULL_RECOMPUTE_FACTOR if full_recompute else 1.0),
+        peak_flops=scenario.cluster.gpu_spec.peak_tflops * 1e12,
+        tensor_parallel_s=tp,
+        bubble_share=bubble_share(para.pipeline, para.virtual_stages, m),
+        data_parallel_s=gradient_allreduce_at_s(scenario, replicas),
+        overlap=scenario.performance.overlap,
+        collective=network.gradient_allreduce(scenario).algorithm,
+        microbatches=m or 1.0,
+        # the forward is a third of forward + backward; full recomputation runs it again
+        # in the backward pass, so it is a quarter of what runs
+        forward_share=0.25 if full_recompute else 1.0 / 3.0,
+        buckets=max(1, math.ceil(dp_bytes / (scenario.performance.bucket_MB * 1e6))),
+        zero_stage=para.zero_stage,
+        zero3_collectives=layers * (network.TENSORS_PER_LAYER if per_tensor else 1),
+        zero3_latency_s=(
+            network.zero3_gather_latency_s(
+                scenario if replicas == full else shrunk_to(scenario, replicas)
+            )
+            if para.zero_stage == 3
+            else 0.0
+        ),
+        zero3_prefetched=not per_tensor,
+        zero3_regather=per_tensor and full_recompute,
+        pipeline_sends=sends,
+        pipeline_send_s=network.pipeline_send_s(scenario) if sends else 0.0,
+        sends_overlap=para.virtual_stages > 1,
+        context_parallel_s=context,
+    )
+
+
+def _exposed_traffic(parts: StepParts, compute_s: float) -> tuple[float, float, float, float]:
+    """(exposed data-parallel outside the pipeline, exposed ZeRO-3 inside it, exposed
+    pipeline sends, exposed context-parallel) with `compute_s` of compute per step."""
+    per_microbatch = compute_s / parts.microbatches
+    forward = per_microbatch * parts.forward_share
+    backward = per_microbatch - forward
+    o, dp = parts.overlap, parts.data_parallel_s
+    tail, zero3 = 0.0, 0.0
+    if parts.zero_stage == 3:
+        # every microbatch, a pass over the layers: the parameters gathered for the forward,
+        # again for the backward (and for its recomputed forward when gathered per module),
+        # the gradients reduce-scattered; each pass a third of the traffic (all the
+        # parameters or gradients of the stage) plus the latency of its collectives.
+        # Prefetched, each hides behind the compute of its pass (the first layer's never
+        # does); gathered on demand, the compute waits for all of it.
+        one_pass = dp / 3.0 + parts.zero3_collectives * parts.zero3_latency_s
+        backward_passes = 3.0 if parts.zero3_regather else 2.0
+        if parts.zero3_prefetched:
+            buckets = max(1, round(parts.zero3_collectives))
+            zero3 = parts.microbatches * (
+                hidden_behind(one_pass, forward, o, buckets)
+                + hidden_behind(backward_passes * one_pass, backward, o, buckets)
+            )
+        else:
+            zero3 = parts.microbatches * (1.0 + backward_passes) * one_pass
+    elif parts.zero_stage == 0:
+        tail = hidden_behind(dp, backward, o, parts.buckets)
+    else:
+        # Megatron's distributed optimizer (ZeRO 1, 2) splits the all-reduce into a
+        # reduce-scatter, behind the last microbatch's backward pass, and an all-gather of
+        # the updated parameters, behind the next step's first forward pass
+        # (--overlap-grad-reduce, --overlap-param-gather); each is half the ring all-reduce
+        tail = hidden_behind(dp / 2.0, backward, o, parts.buckets) + hidden_behind(
+            dp / 2.0, forward, o, parts.buckets
+        )
+    sends = parts.pipeline_sends * parts.pipeline_send_s
+    if parts.sends_overlap:
+        sends *= 1.0 - o
+    return tail, zero3, sends, (1.0 - o) * parts.context_parallel_s
+
+
+def compose_at_compute_s(parts: StepParts, compute_s: float) -> StepBreakdown:
+    """The step from its parts with `compute_s` of compute: the one formula of the step."""
+    tail, zero3, sends, context = _exposed_traffic(parts, compute_s)
+    busy = compute_s + parts.tensor_parallel_s + context + sends + zero3
+    bubble = busy * parts.bubble_share
+    step = busy + bubble + tail
+    return StepBreakdown(
+        compute_s,
+        parts.tensor_parallel_s,
+        bubble,
+        parts.data_parallel_s,
+        tail + zero3,
+        step,
+        parts.model_flops / (parts.peak_flops * step),
+        parts.collective,
+        sends,
+        context,
+    )
+
+
+def compose_step(parts: StepParts, compute_efficiency: float) -> StepBreakdown:
+    """The step from its parts at a compute efficiency."""
+    return compose_at_compute_s(
+        parts, parts.compute_flops / (parts.peak_flops * compute_efficiency)
+    )
+
+
+def _compute_s_of(parts: StepParts, step_s: float) -> float:
+    """compose_step solved for the compute time that makes a step of `step_s` (the step
+    grows with the compute: hiding more never gains more than the compute added); below
+    zero (the traffic alone takes longer) it returns the negative the linear part gives."""
+    at_zero = compose_at_compute_s(parts, 0.0).step_s
+    if at_zero >= step_s:
+        return (step_s - at_zero) / (1.0 + parts.bubble_share)
+    return float(
+        optimize.brentq(
+            lambda c: compose_at_compute_s(parts, c).step_s - step_s,
+            0.0,
+            step_s,
+            xtol=1e-12 * step_s,
+            rtol=1e-14,
+        )
+    )
+
+
+def model_scaling(scenario: Scenario) -> str:
+    """How the step time follows the configuration: `model` (mfu calibrated at its own
+    configuration, the built-up model elsewhere), `fixed` (performance.mfu_scaling: fixed),
+    `abstract` (mfu given, no model.seq_len: no sequences to split, MFU fixed) or
+    `compute_efficiency` (built up from the given efficiency)."""
+    perf_cfg = scenario.performance
+    if perf_cfg.mfu is None:
+        return "compute_efficiency"
+    if perf_cfg.mfu_scaling == "fixed":
+        return "fixed"
+    return "abstract" if scenario.model.seq_len is None else "model"
+
+
+def _configuration_key(scenario: Scenario) -> tuple:
+    """What the step time depends on, of the configuration sections."""
+    cluster = scenario.cluster
+    return (
+        scenario.model,
+        cluster.gpu_spec,
+        cluster.nodes,
+        cluster.gpus_per_node,
+        scenario.parallelism,
+        scenario.network,
+    )
+
+
+def describe_mfu_at(mfu_at: dict[str, Any]) -> str:
+    """The reference configuration in words: `cluster.nodes=64, ...`, or this configuration."""
+    if not mfu_at:
+        return "the scenario's own configuration"
+    return ", ".join(
+        f"{key}={'(default)' if value is None else value}" for key, value in mfu_at.items()
+    )
+
+
+def calibration(scenario: Scenario) -> Calibration | None:
+    """The compute efficiency that gives `performance.mfu` at its reference configuration
+    (None unless the MFU follows the model: see `model_scaling`). Raises CalibrationError
+    when none ≤ 1 does: the communication alone takes more than the stated step. With more
+    measured points (`performance.measured`), the efficiency and the overlap fitted to all
+    of them (`fitted_calibration`)."""
+    if model_scaling(scenario) != "model":
+        return None
+    perf_cfg = scenario.performance
+    key = (
+        _configuration_key(scenario),
+        perf_cfg.mfu,
+        perf_cfg.overlap,
+        perf_cfg.bucket_MB,
+        json.dumps(perf_cfg.mfu_at, sort_keys=True, default=str),
+        json.dumps([p.model_dump() for p in perf_cfg.measured], sort_keys=True, default=str),
+    )
+    if key not in _CALIBRATIONS and perf_cfg.measured:
+        _CALIBRATIONS[key] = fitted_calibration(scenario)
+    if key not in _CALIBRATIONS:
+        reference = reference_scenario(scenario)
+        parts = step_parts(reference)
+        mfu_ = perf_cfg.mfu
+        assert mfu_ is not None
+        step = parts.model_flops / (parts.peak_flops * mfu_)
+        compute = _compute_s_of(parts, step)
+        efficiency = parts.compute_flops / (parts.peak_flops * compute) if compute > 0 else math.inf
+        if efficiency > 1.0:
+            raise CalibrationError(_unreachable(parts, mfu_, step, efficiency, perf_cfg.mfu_at))
+        _CALIBRATIONS[key] = Calibration(
+            compute_efficiency=efficiency,
+            mfu=mfu_,
+            mfu_at=dict(perf_cfg.mfu_at),
+            reference_step_s=step,
+            at_reference=_configuration_key(reference) == _configuration_key(scenario),
+        )
+    return _CALIBRATIONS[key]
+
+
+def _measured_parts(scenario: Scenario, at: dict[str, Any], where: str) -> StepParts:
+    """The step's parts where a point was measured: the scenario's `mfu_at` and then the
+    point's own keys applied (`where` names the point in errors)."""
+    perf_cfg = scenario.performance
+    moved = scenario.model_copy(
+        update={"performance": perf_cfg.model_copy(update={"mfu_at": {**perf_cfg.mfu_at, **at}})}
+    )
+    try:
+        reference = reference_scenario(moved)
+    except ValueError as exc:  # pydantic's ValidationError: no valid configuration
+        errors = getattr(exc, "errors", None)
+        first = errors()[0] if callable(errors) else None
+        why = f"{'.'.join(str(part) for part in first['loc'])}: {first['msg']}" if first else exc
+        raise CalibrationError(f"{where}: the configuration is not valid: {why}") from None
+    problem = step_problem(reference)
+    if problem is not None:
+        raise CalibrationError(f"{where}: the configuration cannot run: {problem[0]}: {problem[1]}")
+    return step_parts(reference)
+
+
+def fitted_calibration(scenario: Scenario) -> Calibration:
+    """The compute efficiency and overlap that fit `performance.mfu` (at mfu_at) and every
+    point of `performance.measured` best, by least squares on the MFU (scipy), bounded to
+    (0, 1] and [0, 1]: two points fix both, more leave residuals. The fitted model then
+    gives the step everywhere, the measured configurations included."""
+    perf_cfg = scenario.performance
+    assert perf_cfg.mfu is not None
+    measured = [(perf_cfg.mfu, {}, "performance.mfu")] + [
+        (point.mfu, point.at, f"performance.measured.{i}")
+        for i, point in enumerate(perf_cfg.measured)
+    ]
+    cases = [
+        (_measured_parts(scenario, at, where), mfu_, {**perf_cfg.mfu_at, **at})
+        for mfu_, at, where in measured
+    ]
+
+    def mfus(x: np.ndarray) -> np.ndarray:
+        efficiency, overlap = x
+        return np.array(
+            [compose_step(replace(parts, overlap=overlap), efficiency).mfu for parts, _, _ in cases]
+        )
+
+    wanted = np.array([mfu_ for _, mfu_, _ in cases])
+    fit = optimize.least_squares(
+        lambda x: mfus(x) - wanted,
+        x0=[0.6, perf_cfg.overlap],
+        bounds=([1e-3, 0.0], [1.0, 1.0]),
+        x_scale=[0.1, 0.1],
+        xtol=1e-14,
+        ftol=1e-14,
+        gtol=1e-14,
+    )
+    efficiency, overlap = (float(v) for v in fit.x)
+    fitted = mfus(fit.x)
+    first = cases[0][0]
+    return Calibration(
+        compute_efficiency=efficiency,
+        mfu=perf_cfg.mfu,
+        mfu_at=dict(perf_cfg.mfu_at),
+        reference_step_s=first.model_flops / (first.peak_flops * perf_cfg.mfu),
+        at_reference=False,  # the fitted model gives the step everywhere
+        overlap=overlap,
+        points=tuple(
+            FittedPoint(describe_mfu_at(at), mfu_, float(model))
+            for (_, mfu_, at), model in zip(cases, fitted, strict=True)
+        ),
+    )
+
+
+def _unreachable(
+    parts: StepParts, mfu_: float, step_s: float, efficiency: float, mfu_at: dict[str, Any]
+) -> str:
+    """Why no compute efficiency ≤ 1 gives `mfu_`: what the step's traffic takes alone."""
+    traffic = compose_at_compute_s(parts, 0.0)
+    needs = (
+        f"a compute efficiency of {efficiency:.5g}"
+        if math.isfinite(efficiency)
+        else "less than no compute time"
+    )
+    return (
+        f"mfu {mfu_:g} at {describe_mfu_at(mfu_at)} means a step of {step_s:.4g} s, but the "
+        f"model's communication takes {parts.tensor_parallel_s:.4g} s of tensor-parallel "
+        f"all-reduces (x {1 + parts.bubble_share:.4g} with the pipeline bubble), "
+        f"{traffic.pipeline_send_s + traffic.context_parallel_s:.4g} s of pipeline sends and "
+        f"context-parallel traffic and at least {traffic.exposed_data_parallel_s:.4g} s of "
+        f"exposed data-parallel traffic: it would need {needs} (at most 1); lower mfu, "
+        "or set performance.mfu_scaling: fixed"
+    )
+
+
+def _stated_mfu_step_s(scenario: Scenario) -> float:
+    assert scenario.performance.mfu is not None
+    return model_flops_per_gpu_step(scenario) / (
+        scenario.cluster.gpu_spec.peak_tflops * 1e12 * scenario.performance.mfu
+    )
+
+
+def model_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
+    """`step_parts` with the overlap the calibration fitted, where it fitted one."""
+    parts = step_parts(scenario, replicas)
+    cal = calibration(scenario)
+    if cal is None or cal.overlap is None:
+        return parts
+    return replace(parts, overlap=cal.overlap)
+
+
+def step_breakdown(scenario: Scenario) -> StepBreakdown:
+    """The step's parts. At the configuration `mfu` describes (or with a fixed MFU) they
+    add up to the stated MFU's step exactly; elsewhere the calibrated model gives them."""
+    perf_cfg = scenario.performance
+    parts = model_parts(scenario)
+    if perf_cfg.mfu is None:
+        assert perf_cfg.compute_efficiency is not None
+        return compose_step(parts, perf_cfg.compute_efficiency)
+    cal = calibration(scenario)
+    if cal is not None and not cal.at_reference:
+        return compose_step(parts, cal.compute_efficiency)
+    step = _stated_mfu_step_s(scenario)
+    built = compose_at_compute_s(parts, max(0.0, _compute_s_of(parts, step)))
+    # the solved compute makes the parts add up to the stated step (to rounding): say so
+    return replace(built, step_s=step, mfu=perf_cfg.mfu)
+
+
+def extra_step_s(scenario: Scenario, data_parallel_s: float) -> float:
+    """How much longer the job's step gets when its data-parallel traffic takes
+    `data_parallel_s` instead of the healthy fabric's (a degraded or partly failed fabric):
+    the step composed again at the same compute, so the part the schedule hides stays
+    hidden; infinite when the traffic never ends (a partitioned fabric)."""
+    if math.isinf(data_parallel_s):
+        return math.inf
+    parts = model_parts(scenario)
+    compute = step_breakdown(scenario).compute_s
+    slower = replace(parts, data_parallel_s=data_parallel_s)
+    extra = (
+        compose_at_compute_s(slower, compute).step_s - compose_at_compute_s(parts, compute).step_s
+    )
+    return max(0.0, extra)
+
+
+def step_time_s(scenario: Scenario) -> float:
+    """Nominal step time of the full job: the stated MFU's at its own configuration (or
+    fixed), the calibrated built-up model elsewhere, or built from compute_efficiency."""
+    if scenario.performance.mfu is not None:
+        cal = calibration(scenario)
+        if cal is None or cal.at_reference:
+            return _stated_mfu_step_s(scenario)
+        return compose_step(model_parts(scenario), cal.compute_efficiency).step_s
+    return step_breakdown(scenario).step_s
+
+
+def step_times_by_replicas(scenario: Scenario, lowest: int) -> tuple[float, ...]:
+    """Step times with lowest, lowest + 1, ..., all data-parallel replicas (an elastic
+    shrink), by the same model as the full job's step; empty when the MFU is fixed (fixed
+    scaling, an abstract job): the step then grows as full/replicas."""
+    scaling = model_scaling(scenario)
+    if scaling in ("fixed", "abstract"):
+        return ()
+    if scaling == "compute_efficiency" and scenario.model.seq_len is None:
+        return ()  # an abstract job's microbatches are given for the full size only
+    full = data_parallel_size(scenario)
+    cal = calibration(scenario)
+    efficiency = cal.compute_efficiency if cal else scenario.performance.compute_efficiency
+    assert efficiency is not None
+    return tuple(
+        step_time_s(scenario)
+        if replicas == full
+        else compose_step(model_parts(scenario, replicas), efficiency).step_s
+        for replicas in range(max(1, lowest), full + 1)
+    )
+
+
+def mfu(scenario: Scenario) -> float:
+    """The MFU at the scenario's configuration: the stated one where it was measured (or
+    fixed), else what the step model gives."""
+    perf_cfg = scenario.performance
+    if perf_cfg.mfu is not None:
+        cal = calibration(scenario)
+        if cal is None or cal.at_reference:
+            return perf_cfg.mfu
+    return model_flops_per_gpu_step(scenario) / (
+        scenario.cluster.gpu_spec.peak_tflops * 1e12 * step_time_s(scenario)
+    )
+
+
+# --------------------------------------------------------------------------- can it run
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """GPU memory one GPU of the first pipeline stage needs (GB = 1e9 bytes)."""
+
+    weights_GB: float
+    gradients_GB: float
+    optimizer_GB: float
+    activations_GB: float  # 0 without the model's shape (layers, hidden)
+    in_flight: float  # microbatches whose activations the first stage holds (1F1B)
+    capacity_GB: float
+    interleave: float = 1.0  # × (1 + (p − 1)/(p·v)) with the interleaved schedule
+    zero3_buffers_GB: float = 0.0  # ZeRO-3: gathered parameters and unreduced gradients
+
+    @property
+    def total_GB(self) -> float:
+        return (
+            self.weights_GB
+            + self.gradients_GB
+            + self.optimizer_GB
+            + self.activations_GB
+            + self.zero3_buffers_GB
+        )
+
+
+# Korthikanti et al. 2022 (§4.1): a transformer layer keeps 34·s·b·h bytes of activations
+# (with tensor and sequence parallelism: over t) besides the attention scores' 5·a·s²·b
+KEPT_BYTES_PER_TOKEN_HIDDEN = 34.0
+SCORES_BYTES = 5.0
+
+
+def activation_bytes_per_layer(scenario: Scenario) -> float:
+    """Activations one layer keeps for one microbatch on one GPU (Korthikanti et al. 2022,
+    with tensor and sequence parallelism over t GPUs, and context parallelism splitting
+    the sequence over c): s/c·b·h/t · 34 with FlashAttention-style attention (the scores
+    are never stored: `memory.attention: flash`, the default) or selective recomputation
+    (the attention core is recomputed); s/c·b·h/t · (34 + 5·a·s/h) with the scores stored
+    and no recomputation (`memory.attention: stored-scores`); and only the layer's input,
+    2·s/c·b·h/t, with full recomputation."""
+    model, para = scenario.model, scenario.parallelism
+    assert model.seq_len and model.hidden
+    s, b, h, t = model.seq_len, para.micro_batch_size, model.hidden, para.tensor
+    base = s / para.context * b * h / t
+    if para.recompute == "full":
+        return 2.0 * base
+    if para.recompute == "selective" or scenario.memory.attention == "flash":
+        return KEPT_BYTES_PER_TOKEN_HIDDEN * base
+    heads = model.heads or h / 128
+    return base * (KEPT_BYTES_PER_TOKEN_HIDDEN + SCORES_BYTES * heads * s / h)
+
+
+def sharding_ranks(scenario: Scenario) -> int:
+    """The ranks ZeRO shards a model state over: the data-parallel replicas, and with
+    context parallelism their context ranks (they hold the same parameters)."""
+    return data_parallel_size(scenario) * scenario.parallelism.context
+
+
+def memory_use(scenario: Scenario) -> MemoryUse:
+    """Model states sharded by tensor × pipeline (and by the data-parallel × context ranks
+    as the ZeRO stage says: 1 optimizer states, 2 and gradients, 3 and weights;
+    Rajbhandari et al. 2020), plus the activations of the first pipeline stage: with 1F1B
+    it holds min(pipeline, microbatches) microbatches of layers/pipeline layers each, an
+    interleaved schedule (1 + (p − 1)/(p·v)) times that (Korthikanti et al. 2022,
+    §4.2.3); full recomputation also holds one layer's activations while it is
+    recomputed. ZeRO-3 adds the buffers of the layer it computes and the one it
+    prefetches (their gathered bf16 parameters) and one layer's gradients before their
+    reduce-scatter."""
+    model, para, mem = scenario.model, scenario.parallelism, scenario.memory
+    ranks = sharding_ranks(scenario)
+    per_gpu = model.params / (para.tensor * para.pipeline)
+    zero = para.zero_stage
+    weights = per_gpu * mem.weight_bytes_per_param / (ranks if zero >= 3 else 1)
+    gradients = per_gpu * mem.grad_bytes_per_param / (ranks if zero >= 2 else 1)
+    optimizer = per_gpu * mem.optimizer_bytes_per_param / (ranks if zero >= 1 else 1)
+    buffers = 0.0
+    if zero == 3:
+        layers = model.layers / para.pipeline if model.layers else 1.0
+        per_layer = per_gpu / max(1.0, layers)
+        buffers = per_layer * (2.0 * mem.weight_bytes_per_param + mem.grad_bytes_per_param)
+    activations, in_flight, interleave = 0.0, 0.0, 1.0
+    m = microbatches(scenario)
+    if model.seq_len and model.layers and model.hidden and m:
+        p, v = para.pipeline, para.virtual_stages
+        in_flight = min(p, m)
+        if v > 1:
+            interleave = 1.0 + (p - 1) / (p * v)
+        layers_held = in_flight * model.layers / p * interleave
+        activations = activation_bytes_per_layer(scenario) * layers_held
+        if para.recompute == "full":
+            recomputed = replace_recompute(scenario, "selective")
+            activations += activation_bytes_per_layer(recomputed)
+    return MemoryUse(
+        weights / 1e9,
+        gradients / 1e9,
+        optimizer / 1e9,
+        activations / 1e9,
+        in_flight,
+        scenario.cluster.gpu_spec.memory_GB,
+        interleave,
+        buffers / 1e9,
+    )
+
+
+def replace_recompute(scenario: Scenario, recompute: str) -> Scenario:
+    para = scenario.parallelism.model_copy(update={"recompute": recompute})
+    return scenario.model_copy(update={"parallelism": para})
+
+
+def configuration_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Why this configuration cannot run, as (key path, message with the numbers), or None:
+    `step_problem`, or a checkpoint tier that cannot hold `keep_last` checkpoints."""
+    return step_problem(scenario) or storage_problem(scenario)
+
+
+def step_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Why the job cannot take a step in this configuration (key path, message), or None.
+
+    tensor × pipeline must divide the job's GPUs, and tensor parallelism stays inside a
+    node (the step model runs its all-reduces over NVLink). A job with sequences
+    (model.seq_len) must also split its batch: whole sequences, a whole number of them per
+    data-parallel replica and microbatch, agreeing with an explicit
+    `parallelism.microbatches`, and at least as many microbatches as pipeline stages. The
+    model states, and the activations where seq_len and the shape give them, must fit in
+    the GPU's memory (an abstract job, without seq_len, has only its model states)."""
+    para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
+    per_replica = gpus_per_replica(scenario)
+    if cluster.gpus % per_replica:
+        product = "tensor*context*pipeline" if para.context > 1 else "tensor*pipeline"
+        return (
+            "parallelism",
+            f"{product} = {per_replica} GPUs per data-parallel replica does not divide "
+            f"the job's {cluster.gpus} GPUs (cluster.nodes*gpus_per_node = "
+            f"{cluster.nodes}*{cluster.gpus_per_node})",
+        )
+    if para.tensor > cluster.gpus_per_node:
+        return (
+            "parallelism.tensor",
+            f"tensor = {para.tensor} spans nodes: tensor parallelism runs inside a node "
+            f"(its all-reduces over NVLink), and a node has cluster.gpus_per_node = "
+            f"{cluster.gpus_per_node} GPUs; use tensor <= {cluster.gpus_per_node} and more "
+            "pipeline stages",
+        )
+    if model.seq_len is not None:
+        problem = _batch_problem(scenario)
+        if problem is not None:
+            return problem
+    return _memory_problem(scenario)
+
+
+def _exact(value: float) -> str:
+    """A ratio with the digits that show it is not whole (1,024.000244, not 1,024)."""
+    return f"{value:,.10g}"
+
+
+def _batch_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Whether a job with sequences splits its batch (see `step_problem`)."""
+    para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
+    assert model.seq_len is not None
+    dp = cluster.gpus // gpus_per_replica(scenario)
+    tokens, seq_len, size = model.global_batch_tokens, model.seq_len, para.micro_batch_size
+    if tokens % seq_len:
+        return (
+            "model.global_batch_tokens",
+            f"{tokens:,} tokens per step are not a whole number of sequences of "
+            f"model.seq_len = {seq_len:,} ({_exact(tokens / seq_len)})",
+        )
+    sequences = tokens // seq_len
+    if sequences % (dp * size):
+        return (
+            "model.global_batch_tokens",
+            f"the batch of {sequences:,} sequences ({tokens:,} tokens / seq_len {seq_len:,}) "
+            f"does not split over {dp:,} data-parallel replicas x micro_batch_size {size} "
+            f"(= {dp * size:,}): {_exact(sequences / dp)} sequences per replica",
+        )
+    m = sequences // (dp * size)
+    if para.microbatches is not None and para.microbatches != m:
+        return (
+            "parallelism.microbatches",
+            f"{para.microbatches} disagrees with the batch: {sequences:,} sequences / {dp:,} "
+            f"data-parallel replicas / micro_batch_size {size} = {m:,} microbatches per "
+            "replica; drop the key (it follows from the batch) or change micro_batch_size",
+        )
+    if seq_len % para.context:
+        return (
+            "parallelism.context",
+            f"context = {para.context} does not split sequences of model.seq_len = "
+            f"{seq_len:,} into equal parts ({_exact(seq_len / para.context)} tokens each)",
+        )
+    # the interleaved schedule runs with fewer microbatches than stages (Llama 3's modified
+    # schedule, Dubey et al. 2024 §3.3.2, runs 8,192 GPUs with a flexible count); plain
+    # 1F1B never fills its pipeline then
+    if m < para.pipeline and para.virtual_stages == 1:
+        return (
+            "parallelism.pipeline",
+            f"{m:,} microbatches per data-parallel replica ({sequences:,} sequences / {dp:,} "
+            f"replicas / micro_batch_size {size}) are fewer than the {para.pipeline} pipeline "
+            "stages: the pipeline never fills; use fewer stages or replicas, a larger batch, "
+            "or the interleaved schedule (virtual_stages > 1)",
+        )
+    return None
+
+
+def _memory_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Whether the model states and activations fit in one GPU (see `memory_use`)."""
+    para, cluster = scenario.parallelism, scenario.cluster
+    use = memory_use(scenario)
+    if use.total_GB <= use.capacity_GB:
+        return None
+    if use.activations_GB:
+        interleaved = (
+            f" x {use.interleave:.4g} for the interleaved schedule of virtual_stages "
+            f"{para.virtual_stages}"
+            if use.interleave != 1.0
+            else ""
+        )
+        activations = (
+            f"activations {use.activations_GB:.1f} (recompute {para.recompute}, "
+            f"{use.in_flight:g} microbatches in flight on the first stage{interleaved})"
+        )
+    else:
+        activations = "no activations counted (they need model.seq_len, layers and hidden)"
+    return (
+        "parallelism",
+        f"model states and activations need {use.total_GB:.1f} GB per GPU, more than the "
+        f"{cluster.gpu_spec.name}'s {use.capacity_GB:g} GB: weights {use.weights_GB:.1f} + "
+        f"gradients {use.gradients_GB:.1f} + optimizer {use.optimizer_GB:.1f} (zero_stage "
+        f"{para.zero_stage} over {sharding_ranks(scenario):,} data-parallel ranks) + "
+        + (f"ZeRO-3 buffers {use.zero3_buffers_GB:.1f} + " if use.zero3_buffers_GB else "")
+        + f"{activations}; raise tensor or pipeline, zero_stage, or set recompute: full",
+    )
+
+
+def storage_problem(scenario: Scenario) -> tuple[str, str] | None:
+    """Whether the checkpoint tier holds the `keep_last` checkpoints kept (key path,
+    message), or None."""
+    checkpoint, tier = scenario.checkpoint, scenario.storage.checkpoint_tier
+    checkpoint_TB = checkpoint_GB(scenario) / 1e3
+    needed_TB = checkpoint_TB * checkpoint.keep_last
+    if needed_TB > tier.capacity_TB:
+        return (
+            "storage.checkpoint_tier.capacity_TB",
+            f"checkpoint.keep_last={checkpoint.keep_last} checkpoints of {checkpoint_TB:.3g} TB "
+            f"need {needed_TB:.3g} TB, more than the tier's {tier.capacity_TB:.3g} TB",
+        )
+    return None
+
+
+def gpus_per_replica(scenario: Scenario) -> int:
+    para = scenario.parallelism
+    return para.tensor * para.context * para.pipeline
+
+
+def data_parallel_size(scenario: Scenario) -> int:
+    return scenario.cluster.gpus // gpus_per_replica(scenario)
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def checkpoint_GB(scenario: Scenario) -> float:
+    return scenario.model.params * scenario.checkpoint.state_bytes_per_param / 1e9
+
+
+def tier_share_GB_s(tier_GB_s: float, background_load: float) -> float:
+    """What other tenants leave of a tier's bandwidth."""
+    return tier_GB_s * (1.0 - background_load)
+
+
+def storage_GB_s(tier_GB_s: float, nodes: int, client_GB_s_per_node: float) -> float:
+    """What `nodes` nodes get from a tier that offers `tier_GB_s`: the tier, or their own
+    client paths if thinner. The one place this formula lives (the engine's plan uses it)."""
+    return min(tier_GB_s, nodes * client_GB_s_per_node)
+
+
+def write_GB_s(storage: StorageConfig, nodes: int) -> float:
+    """Checkpoint write bandwidth. Sync writes pause training, so its data reads do not compete."""
+    tier = tier_share_GB_s(storage.checkpoint_tier.write_GB_s, storage.background_load)
+    return storage_GB_s(tier, nodes, storage.client_GB_s_per_node)
+
+
+def read_GB_s(storage: StorageConfig, nodes: int) -> float:
+    tier = tier_share_GB_s(storage.checkpoint_tier.read_GB_s, storage.background_load)
+    return storage_GB_s(tier, nodes, storage.client_GB_s_per_node)
+
+
+def checkpoint_write_s(scenario: Scenario, nodes: int | None = None) -> float:
+    """A whole checkpoint to the tier: the tier's latency plus size / write bandwidth."""
+    nodes = scenario.cluster.nodes if nodes is None else nodes
+    latency = scenario.storage.checkpoint_tier.latency_ms / 1e3
+    return latency + checkpoint_GB(scenario) / write_GB_s(scenario.storage, nodes)
+
+
+def checkpoint_load_s(scenario: Scenario, nodes: int | None = None) -> float:
+    nodes = scenario.cluster.nodes if nodes is None else nodes
+    latency = scenario.storage.checkpoint_tier.latency_ms / 1e3
+    return latency + checkpoint_GB(scenario) / read_GB_s(scenario.storage, nodes)
+
+
+def backup_copy_s(scenario: Scenario) -> float:
+    """Copying one checkpoint to the backup tier (it runs in the background)."""
+    backup = scenario.storage.backup
+    assert backup is not None
+    return backup.latency_ms / 1e3 + checkpoint_GB(scenario) / backup.write_GB_s
+
+
+def backup_restore_s(scenario: Scenario) -> float:
+    """Loading a checkpoint back from the backup tier (limited by the job's client paths too)."""
+    backup = scenario.storage.backup
+    assert backup is not None
+    bandwidth = storage_GB_s(
+        backup.read_GB_s, scenario.cluster.nodes, scenario.storage.client_GB_s_per_node
+    )
+    return backup.latency_ms / 1e3 + checkpoint_GB(scenario) / bandwidth
+
+
+def snapshot_s(scenario: Scenario, nodes: int | None = None) -> float:
+    """Async: the device-to-host copy of a node's share of the state (the part that blocks)."""
+    nodes = scenario.cluster.nodes if nodes is None else nodes
+    return checkpoint_GB(scenario) / nodes / scenario.checkpoint.snapshot_GB_s_per_node
+
+
+def checkpoint_validate_s(scenario: Scenario) -> float:
+    """Reading a checkpoint back to validate it (`checkpoint.validate`), else 0."""
+    return checkpoint_load_s(scenario) if scenario.checkpoint.validate_writes else 0.0
+
+
+def checkpoint_blocking_s(scenario: Scenario) -> float:
+    """What a checkpoint costs training: the write and its validation (sync) or the
+    snapshot (async: the write and validation drain in the background)."""
+    if scenario.checkpoint.mode == "async":
+        return snapshot_s(scenario)
+    return checkpoint_write_s(scenario) + checkpoint_validate_s(scenario)
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def components(failure: FailureClassConfig, scenario: Scenario) -> int:
+    """How many independent components of this class the full job uses: its GPUs, its
+    nodes, the job itself, the fabric's inter-switch cables, or its switches."""
+    if failure.scope == "link":
+        tree = network.scenario_fat_tree(scenario)
+        return tree.cables - tree.endpoints
+    if failure.scope == "switch":
+        return network.scenario_fat_tree(scenario).switches
+    return {"gpu": scenario.cluster.gpus, "node": scenario.cluster.nodes, "job": 1, "storage": 1}[
+        failure.scope
+    ]
+
+
+def gpus_per_component(failure: FailureClassConfig, scenario: Scenario) -> float:
+    if failure.scope in ("link", "switch"):
+        return scenario.cluster.gpus / components(failure, scenario)
+    return {
+        "gpu": 1,
+        "node": scenario.cluster.gpus_per_node,
+        "job": scenario.cluster.gpus,
+        "storage": scenario.cluster.gpus,
+    }[failure.scope]
+
+
+def component_mtbf_hours(failure: FailureClassConfig, scenario: Scenario) -> float:
+    """Mean time between failures of one component (a GPU, a node, or the job).
+
+    `rate_per_1k_gpu_day` is fleet-normalised: a component covering g GPUs fails
+    at rate·g/1000 per day.
+    """
+    if failure.mtbf_hours is not None:
+        return failure.mtbf_hours
+    assert failure.rate_per_1k_gpu_day is not None
+    per_day = failure.rate_per_1k_gpu_day * gpus_per_component(failure, scenario) / 1000.0
+    return 24.0 / per_day
+
+
+def failure_rate_per_hour(failure: FailureClassConfig, scenario: Scenario) -> float:
+    """Long-run failure rate of the full job from this class (renewal rate)."""
+    return components(failure, scenario) / component_mtbf_hours(failure, scenario)
+
+
+def aggregate_mtbf_hours(scenario: Scenario) -> float:
+    """Mean time between failures of the whole job, all classes together (inf if none)."""
+    rate = sum(failure_rate_per_hour(f, scenario) for f in scenario.failures)
+    return math.inf if rate == 0 else 1.0 / rate
+
+
+# --------------------------------------------------------------------------- interval theory
+
+
+def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
+    """Young (1974): compute time between checkpoints τ ≈ sqrt(2·δ·M)."""
+    return math.sqrt(2.0 * checkpoint_s * mtbf_s)
+
+
+def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
+    """Daly (2006) higher-order optimum of the compute time between checkpoints."""
+    delta, m = checkpoint_s, mtbf_s
+    if delta >= 2.0 * m:
+        return m
+    x = delta / (2.0 * m)
+    return math.sqrt(2.0 * delta * m) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - delta
+
+
+def daly_expected_wall_s(
+    ideal_s: float, interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float
+) -> float:
+    """Daly's exact expected wall time with exponential failures and restart R:
+    E[T] = M·e^{R/M}·(e^{(τ+δ)/M} − 1)·Ts/τ."""
+    m = mtbf_s
+    if (restart_s + interval_s + checkpoint_s) / m > 700.0:  # e^700 ~ 1e304: never finishes
+        return math.inf
+    return (
+        m
+        * math.exp(restart_s / m)
+        * math.expm1((interval_s + checkpoint_s) / m)
+        * ideal_s
+        / interval_s
+    )
+
+
+def restart_s(scenario: Scenario) -> float:
+    """Restart of the full job: requeue/launch/NCCL init plus the checkpoint load."""
+    return scenario.recovery.restart_minutes * 60.0 + checkpoint_load_s(scenario)
+
+
+def theory_interval_s(scenario: Scenario, theory: str) -> float:
+    """Young's or Daly's compute time between checkpoints for this scenario: the blocking
+    cost of its mode against the job's aggregate MTBF; an async interval is no shorter
+    than the drain of the previous checkpoint. Infinite without failures."""
+    mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
+    if math.isinf(mtbf_s):
+        return math.inf
+    formula = young_interval_s if theory == "young" else daly_interval_s
+    seconds = formula(checkpoint_blocking_s(scenario), mtbf_s)
+    if scenario.checkpoint.mode == "async":
+        seconds = max(seconds, checkpoint_write_s(scenario))
+    return seconds
+
+
+def expected_wall_s(scenario: Scenario) -> float:
+    """Daly's expected wall time for this scenario, to first order: exponential failures at
+    the aggregate rate, a restart of `restart_s`, and the checkpoint's blocking cost (the
+    write when sync, the snapshot when async; an async run also waits for its last drain).
+    Detection, node waits and repairs are not in it: Monte Carlo adds them."""
+    step_s = step_time_s(scenario)
+    steps = total_steps(scenario)
+    ideal_s = steps * step_s
+    interval_s = interval_steps(scenario) * step_s
+    blocking_s = checkpoint_blocking_s(scenario)
+    final_drain_s = (
+        checkpoint_write_s(scenario) + checkpoint_validate_s(scenario)
+        if scenario.checkpoint.mode == "async"
+        else 0.0
+    )
+    mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
+    if math.isinf(mtbf_s):
+        return ideal_s + math.ceil(steps / interval_steps(scenario)) * blocking_s + final_drain_s
+    return (
+        daly_expected_wall_s(ideal_s, interval_s, blocking_s, restart_s(scenario), mtbf_s)
+        + final_drain_s
+    )
+
+
+def interval_steps(scenario: Scenario) -> int:
+    """Steps between checkpoints, resolving minutes and young | daly into steps."""
+    ckpt = scenario.checkpoint
+    if ckpt.interval_steps is not None:
+        return ckpt.interval_steps
+    step_s = step_time_s(scenario)
+    if ckpt.interval_minutes is not None:
+        seconds = ckpt.interval_minutes * 60.0
+    else:
+        assert ckpt.interval is not None
+        seconds = theory_interval_s(scenario, ckpt.interval)
+        if math.isinf(seconds):
+            return total_steps(scenario)  # no failures: only the final checkpoint is worth writing
+    return max(1, min(total_steps(scenario), round(seconds / step_s)))
