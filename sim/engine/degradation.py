@@ -1,8 +1,8 @@
 """How much slower a step gets while fabric parts are down: the SimPy flow model
-(sim/fabric.py) asked once per set of failed parts, and remembered.
+(sim/model/fabric.py) asked once per set of failed parts, and remembered.
 
 This is engine state (a cache per sweep point, shipped to workers inside the plan),
-so it lives here and not in the pure `sim.perf`.
+so it lives here and not in the pure `sim.model.perf`.
 """
 
 from __future__ import annotations

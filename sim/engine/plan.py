@@ -153,7 +153,7 @@ class ReplicaPlan:
     oncall: OncallPlan | None = None
     week_start_s: float = 0.0  # the run's start, seconds after Monday 00:00
     # nominal step times with elastic_min_replicas, ..., full_replicas data-parallel
-    # replicas (sim.perf's step model); empty: the step grows as full/replicas (a fixed
+    # replicas (sim.model.perf's step model); empty: the step grows as full/replicas (a fixed
     # MFU, an abstract job, or a policy that never shrinks)
     step_s_by_replicas: tuple[float, ...] = ()
 

@@ -15,7 +15,7 @@ import math
 import pytest
 
 from sim.engine import build_plan, failures, simulate_replica
-from sim.scenario import load_document
+from sim.model.scenario import load_document
 from tests.conftest import TINY, merge
 
 pytestmark = pytest.mark.montecarlo
