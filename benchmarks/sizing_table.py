@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.model import calculator, network, perf, sizing  # noqa: E402
+from sim.model import batch, calculator, checkpoints, network, perf, sizing  # noqa: E402
 from sim.model.scenario import load_scenario  # noqa: E402
 from sim.model.scenario_set import ScenarioSet  # noqa: E402
 from sim.model.schema import Scenario  # noqa: E402
@@ -107,7 +107,7 @@ def calc_row(row: Row) -> CalcRow:
         calculator.calculate(scenario),
         network.scenario_fat_tree(scenario),
         network.gradient_allreduce(scenario),
-        perf.write_GB_s(scenario.storage, scenario.cluster.nodes),
+        checkpoints.write_GB_s(scenario.storage, scenario.cluster.nodes),
     )
 
 
@@ -454,7 +454,7 @@ def step_parts_table() -> str:
         body.append(
             [
                 _gpus(s.cluster.gpus),
-                f"{perf.microbatches(s):,.0f}",
+                f"{batch.microbatches(s):,.0f}",
                 _seconds(b.step_s),
                 f"{perf.mfu(s):.3f}",
                 *(f"{shares[n]:.1%}" for n in names),
@@ -692,7 +692,7 @@ def render(
             f"Failures do not close the gap. The Monte Carlo of the same model at "
             f"{GUIDE_70B_MFU:.0%} MFU, on {_gpus(r70h.calc.gpus)} GPUs (the scenario's "
             f"TP {r70h.scenario.parallelism.tensor} × PP {r70h.scenario.parallelism.pipeline} "
-            f"takes a multiple of {perf.gpus_per_replica(r70h.scenario)}), finishes in "
+            f"takes a multiple of {batch.gpus_per_replica(r70h.scenario)}), finishes in "
             f"{weeks(mc70h.days_p50)} at the median and {weeks(mc70h.days_p95)} at the 95th "
             f"percentile, goodput {mc70h.goodput_p50:.3f}; the scenario as shipped, at "
             f"{r70.calc.mfu:.0%} MFU, finishes in {weeks(mc70.days_p50)}, "

@@ -25,7 +25,7 @@ from scipy import stats
 
 from sim.data.logs import DEFAULT_CLASS, IncidentLog, read_log
 from sim.engine import ReplicaPlan, build_plan, simulate_replica
-from sim.model import feasibility, perf
+from sim.model import feasibility, perf, reliability
 from sim.model.scenario import load_scenario
 from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.model.schema import Scenario
@@ -78,7 +78,9 @@ def posterior(before: GammaRate, events: int, exposure_gpu_days: float) -> Gamma
 
 def scenario_rate_per_1k(scenario, failure) -> float:
     """A class's rate over the whole job, per 1,000 of its GPU-days."""
-    return perf.failure_rate_per_hour(failure, scenario) * 24.0 * 1000.0 / scenario.cluster.gpus
+    return (
+        reliability.failure_rate_per_hour(failure, scenario) * 24.0 * 1000.0 / scenario.cluster.gpus
+    )
 
 
 @dataclass(frozen=True)

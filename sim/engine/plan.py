@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from sim.engine.degradation import FabricDegradation
-from sim.model import perf
+from sim.model import batch, checkpoints, perf, reliability
 from sim.model.distributions import Distribution, lifetime
 from sim.model.schema import WEEKDAYS, Scenario
 
@@ -193,7 +193,7 @@ class ReplicaPlan:
 
     def write_s(self, nodes: int) -> float:
         """Writing a whole checkpoint to the tier from `nodes` nodes (plus the tier's latency)."""
-        return self.tier_latency_s + self.checkpoint_GB / perf.storage_GB_s(
+        return self.tier_latency_s + self.checkpoint_GB / checkpoints.storage_GB_s(
             self.tier_write_GB_s, nodes, self.client_GB_s_per_node
         )
 
@@ -225,7 +225,7 @@ class ReplicaPlan:
         return self.tier_latency_s + self.checkpoint_GB / drain + self.validate_s(nodes)
 
     def load_s(self, nodes: int) -> float:
-        return self.tier_latency_s + self.checkpoint_GB / perf.storage_GB_s(
+        return self.tier_latency_s + self.checkpoint_GB / checkpoints.storage_GB_s(
             self.tier_read_GB_s, nodes, self.client_GB_s_per_node
         )
 
@@ -284,12 +284,12 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             index=i,
             name=f.name,
             scope=f.scope,
-            components=perf.components(f, scenario)
+            components=reliability.components(f, scenario)
             if f.scope in ("job", "link", "switch", "storage")
             else 0,
             lifetime_s=lifetime(
                 f.distribution,
-                perf.component_mtbf_hours(f, scenario) * perf.HOUR_S,
+                reliability.component_mtbf_hours(f, scenario) * perf.HOUR_S,
                 f.weibull_shape,
                 f.lognormal_sigma,
             ),
@@ -311,7 +311,7 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
     )
     cluster, repair = scenario.cluster, scenario.repair
     health, maintenance = scenario.health_checks, scenario.maintenance
-    full_replicas = perf.data_parallel_size(scenario)
+    full_replicas = batch.data_parallel_size(scenario)
     elastic_min_replicas = max(
         1, math.ceil(scenario.recovery.elastic_min_fraction * full_replicas - 1e-9)
     )
@@ -320,14 +320,18 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         nodes=scenario.cluster.nodes,
         gpus_per_node=scenario.cluster.gpus_per_node,
         spare_nodes=scenario.cluster.spare_nodes,
-        gpus_per_replica=perf.gpus_per_replica(scenario),
+        gpus_per_replica=batch.gpus_per_replica(scenario),
         full_replicas=full_replicas,
         step_s=perf.step_time_s(scenario),
         total_steps=perf.total_steps(scenario),
-        interval_steps=perf.interval_steps(scenario),
-        checkpoint_GB=perf.checkpoint_GB(scenario),
-        tier_write_GB_s=perf.tier_share_GB_s(tier.write_GB_s, scenario.storage.background_load),
-        tier_read_GB_s=perf.tier_share_GB_s(tier.read_GB_s, scenario.storage.background_load),
+        interval_steps=reliability.interval_steps(scenario),
+        checkpoint_GB=checkpoints.checkpoint_GB(scenario),
+        tier_write_GB_s=checkpoints.tier_share_GB_s(
+            tier.write_GB_s, scenario.storage.background_load
+        ),
+        tier_read_GB_s=checkpoints.tier_share_GB_s(
+            tier.read_GB_s, scenario.storage.background_load
+        ),
         client_GB_s_per_node=scenario.storage.client_GB_s_per_node,
         tier_latency_s=tier.latency_ms / 1e3,
         keep_last=scenario.checkpoint.keep_last,
@@ -351,8 +355,8 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         gpu_hour_usd=scenario.cost.gpu_hour_usd,
         failure_classes=classes,
         backup_every=scenario.storage.backup.every if scenario.storage.backup else 0,
-        backup_copy_s=perf.backup_copy_s(scenario) if scenario.storage.backup else 0.0,
-        backup_restore_s=perf.backup_restore_s(scenario) if scenario.storage.backup else 0.0,
+        backup_copy_s=checkpoints.backup_copy_s(scenario) if scenario.storage.backup else 0.0,
+        backup_restore_s=checkpoints.backup_restore_s(scenario) if scenario.storage.backup else 0.0,
         fabric=FabricDegradation(scenario)
         if any(f.scope in ("link", "switch") for f in scenario.failures)
         else None,

@@ -11,31 +11,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.model import fabric, network
-from sim.model.perf import (
-    DAY_S,
-    HOUR_S,
-    StepBreakdown,
-    aggregate_mtbf_hours,
-    bubble_share,
-    calibration,
+from sim.model.batch import data_parallel_size, microbatches
+from sim.model.checkpoints import (
     checkpoint_blocking_s,
     checkpoint_GB,
     checkpoint_load_s,
     checkpoint_write_s,
-    data_parallel_size,
-    expected_wall_s,
+)
+from sim.model.memory import memory_use
+from sim.model.perf import (
+    DAY_S,
+    HOUR_S,
+    StepBreakdown,
+    bubble_share,
+    calibration,
     extra_step_s,
     flops_per_token,
-    interval_steps,
-    memory_use,
     mfu,
-    microbatches,
     model_flops_per_gpu_step,
     model_scaling,
     step_breakdown,
     step_time_s,
-    theory_interval_s,
     total_steps,
+)
+from sim.model.reliability import (
+    aggregate_mtbf_hours,
+    expected_wall_s,
+    interval_steps,
+    theory_interval_s,
 )
 from sim.model.schema import Scenario
 

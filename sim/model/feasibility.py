@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.model import perf
+from sim.model import perf, reliability
 from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.model.schema import MAX_REPLICAS, MAX_RUN_REPLICAS, Scenario
 
@@ -62,7 +62,7 @@ def failure_rate_problem(scenario: Scenario) -> tuple[str, str] | None:
     or would make more than FAILURE_BUDGET events in one replica."""
     if not scenario.failures:
         return None
-    rates = [perf.failure_rate_per_hour(f, scenario) for f in scenario.failures]
+    rates = [reliability.failure_rate_per_hour(f, scenario) for f in scenario.failures]
     total_per_hour = sum(rates)
     worst = max(range(len(rates)), key=rates.__getitem__)
     failure = scenario.failures[worst]
@@ -113,7 +113,7 @@ def event_problem(scenario: Scenario) -> tuple[str, str] | None:
         return None
     horizon = scenario.simulation.horizon_days
     failures_per_day = 24.0 * sum(
-        perf.failure_rate_per_hour(f, scenario) for f in scenario.failures
+        reliability.failure_rate_per_hour(f, scenario) for f in scenario.failures
     )
     onsets = onsets_per_day * horizon
     events = onsets + failures_per_day * horizon

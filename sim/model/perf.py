@@ -1,13 +1,14 @@
-"""Deterministic performance model (pure functions, no simulation).
+"""The step model (pure functions, no simulation).
 
 FLOPs per step, the step time (built up from compute, tensor- and context-parallel
 traffic, pipeline sends, the pipeline bubble and the data-parallel traffic the schedule
 leaves exposed, calibrated to the scenario's MFU at its own configuration or fitted to
-several measured points), whether a configuration can run at all (batch split, tensor
-parallelism inside a node, GPU memory, a tier that holds the checkpoints kept),
-total steps and ideal time-to-train, checkpoint size and its write/load times, failure
-rates of the job's components, and the Young/Daly checkpoint-interval theory built on them.
-The calculator's report of all of it is `sim.model.calculator`.
+several measured points), total steps and ideal time-to-train, and whether a
+configuration can run at all (batch split, tensor parallelism inside a node, GPU memory,
+a tier that holds the checkpoints kept). Beside it: the batch split
+(`sim.model.batch`), GPU memory (`sim.model.memory`), checkpoint sizes and times
+(`sim.model.checkpoints`), failure rates and the Young/Daly interval theory
+(`sim.model.reliability`); the calculator's report of all of it is `sim.model.calculator`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ import numpy as np
 from scipy import optimize
 
 from sim.model import fabric, network
-from sim.model.schema import FailureClassConfig, Scenario, StorageConfig, reference_scenario
+from sim.model.batch import data_parallel_size, gpus_per_replica, microbatches
+from sim.model.checkpoints import checkpoint_GB
+from sim.model.memory import memory_use, sharding_ranks
+from sim.model.schema import Scenario, reference_scenario
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
@@ -200,24 +204,6 @@ def shrunk_to(scenario: Scenario, replicas: int) -> Scenario:
     cluster = scenario.cluster
     nodes = math.ceil(replicas * gpus_per_replica(scenario) / cluster.gpus_per_node)
     return scenario.model_copy(update={"cluster": cluster.model_copy(update={"nodes": nodes})})
-
-
-def sequences_per_step(scenario: Scenario) -> float | None:
-    """Sequences in the global batch (global_batch_tokens / seq_len); None for an abstract
-    job (no model.seq_len)."""
-    model = scenario.model
-    return None if model.seq_len is None else model.global_batch_tokens / model.seq_len
-
-
-def microbatches(scenario: Scenario, replicas: int | None = None) -> float | None:
-    """Microbatches per data-parallel replica and step: sequences / replicas /
-    micro_batch_size (real-valued when an elastic shrink leaves a share that does not
-    divide: the bubble then uses the average); an abstract job's `parallelism.microbatches`."""
-    sequences = sequences_per_step(scenario)
-    if sequences is None:
-        return scenario.parallelism.microbatches
-    replicas = data_parallel_size(scenario) if replicas is None else replicas
-    return sequences / replicas / scenario.parallelism.micro_batch_size
 
 
 def bubble_share(pipeline: int, virtual_stages: int, microbatches: float | None) -> float:
@@ -641,113 +627,6 @@ def mfu(scenario: Scenario) -> float:
 # --------------------------------------------------------------------------- can it run
 
 
-@dataclass(frozen=True)
-class MemoryUse:
-    """GPU memory one GPU of the first pipeline stage needs (GB = 1e9 bytes)."""
-
-    weights_GB: float
-    gradients_GB: float
-    optimizer_GB: float
-    activations_GB: float  # 0 without the model's shape (layers, hidden)
-    in_flight: float  # microbatches whose activations the first stage holds (1F1B)
-    capacity_GB: float
-    interleave: float = 1.0  # × (1 + (p − 1)/(p·v)) with the interleaved schedule
-    zero3_buffers_GB: float = 0.0  # ZeRO-3: gathered parameters and unreduced gradients
-
-    @property
-    def total_GB(self) -> float:
-        return (
-            self.weights_GB
-            + self.gradients_GB
-            + self.optimizer_GB
-            + self.activations_GB
-            + self.zero3_buffers_GB
-        )
-
-
-# Korthikanti et al. 2022 (§4.1): a transformer layer keeps 34·s·b·h bytes of activations
-# (with tensor and sequence parallelism: over t) besides the attention scores' 5·a·s²·b
-KEPT_BYTES_PER_TOKEN_HIDDEN = 34.0
-SCORES_BYTES = 5.0
-
-
-def activation_bytes_per_layer(scenario: Scenario) -> float:
-    """Activations one layer keeps for one microbatch on one GPU (Korthikanti et al. 2022,
-    with tensor and sequence parallelism over t GPUs, and context parallelism splitting
-    the sequence over c): s/c·b·h/t · 34 with FlashAttention-style attention (the scores
-    are never stored: `memory.attention: flash`, the default) or selective recomputation
-    (the attention core is recomputed); s/c·b·h/t · (34 + 5·a·s/h) with the scores stored
-    and no recomputation (`memory.attention: stored-scores`); and only the layer's input,
-    2·s/c·b·h/t, with full recomputation."""
-    model, para = scenario.model, scenario.parallelism
-    assert model.seq_len and model.hidden
-    s, b, h, t = model.seq_len, para.micro_batch_size, model.hidden, para.tensor
-    base = s / para.context * b * h / t
-    if para.recompute == "full":
-        return 2.0 * base
-    if para.recompute == "selective" or scenario.memory.attention == "flash":
-        return KEPT_BYTES_PER_TOKEN_HIDDEN * base
-    heads = model.heads or h / 128
-    return base * (KEPT_BYTES_PER_TOKEN_HIDDEN + SCORES_BYTES * heads * s / h)
-
-
-def sharding_ranks(scenario: Scenario) -> int:
-    """The ranks ZeRO shards a model state over: the data-parallel replicas, and with
-    context parallelism their context ranks (they hold the same parameters)."""
-    return data_parallel_size(scenario) * scenario.parallelism.context
-
-
-def memory_use(scenario: Scenario) -> MemoryUse:
-    """Model states sharded by tensor × pipeline (and by the data-parallel × context ranks
-    as the ZeRO stage says: 1 optimizer states, 2 and gradients, 3 and weights;
-    Rajbhandari et al. 2020), plus the activations of the first pipeline stage: with 1F1B
-    it holds min(pipeline, microbatches) microbatches of layers/pipeline layers each, an
-    interleaved schedule (1 + (p − 1)/(p·v)) times that (Korthikanti et al. 2022,
-    §4.2.3); full recomputation also holds one layer's activations while it is
-    recomputed. ZeRO-3 adds the buffers of the layer it computes and the one it
-    prefetches (their gathered bf16 parameters) and one layer's gradients before their
-    reduce-scatter."""
-    model, para, mem = scenario.model, scenario.parallelism, scenario.memory
-    ranks = sharding_ranks(scenario)
-    per_gpu = model.params / (para.tensor * para.pipeline)
-    zero = para.zero_stage
-    weights = per_gpu * mem.weight_bytes_per_param / (ranks if zero >= 3 else 1)
-    gradients = per_gpu * mem.grad_bytes_per_param / (ranks if zero >= 2 else 1)
-    optimizer = per_gpu * mem.optimizer_bytes_per_param / (ranks if zero >= 1 else 1)
-    buffers = 0.0
-    if zero == 3:
-        layers = model.layers / para.pipeline if model.layers else 1.0
-        per_layer = per_gpu / max(1.0, layers)
-        buffers = per_layer * (2.0 * mem.weight_bytes_per_param + mem.grad_bytes_per_param)
-    activations, in_flight, interleave = 0.0, 0.0, 1.0
-    m = microbatches(scenario)
-    if model.seq_len and model.layers and model.hidden and m:
-        p, v = para.pipeline, para.virtual_stages
-        in_flight = min(p, m)
-        if v > 1:
-            interleave = 1.0 + (p - 1) / (p * v)
-        layers_held = in_flight * model.layers / p * interleave
-        activations = activation_bytes_per_layer(scenario) * layers_held
-        if para.recompute == "full":
-            recomputed = replace_recompute(scenario, "selective")
-            activations += activation_bytes_per_layer(recomputed)
-    return MemoryUse(
-        weights / 1e9,
-        gradients / 1e9,
-        optimizer / 1e9,
-        activations / 1e9,
-        in_flight,
-        scenario.cluster.gpu_spec.memory_GB,
-        interleave,
-        buffers / 1e9,
-    )
-
-
-def replace_recompute(scenario: Scenario, recompute: str) -> Scenario:
-    para = scenario.parallelism.model_copy(update={"recompute": recompute})
-    return scenario.model_copy(update={"parallelism": para})
-
-
 def configuration_problem(scenario: Scenario) -> tuple[str, str] | None:
     """Why this configuration cannot run, as (key path, message with the numbers), or None:
     `step_problem`, or a checkpoint tier that cannot hold `keep_last` checkpoints."""
@@ -885,234 +764,3 @@ def storage_problem(scenario: Scenario) -> tuple[str, str] | None:
             f"need {needed_TB:.3g} TB, more than the tier's {tier.capacity_TB:.3g} TB",
         )
     return None
-
-
-def gpus_per_replica(scenario: Scenario) -> int:
-    para = scenario.parallelism
-    return para.tensor * para.context * para.pipeline
-
-
-def data_parallel_size(scenario: Scenario) -> int:
-    return scenario.cluster.gpus // gpus_per_replica(scenario)
-
-
-# --------------------------------------------------------------------------- checkpoints
-
-
-def checkpoint_GB(scenario: Scenario) -> float:
-    return scenario.model.params * scenario.checkpoint.state_bytes_per_param / 1e9
-
-
-def tier_share_GB_s(tier_GB_s: float, background_load: float) -> float:
-    """What other tenants leave of a tier's bandwidth."""
-    return tier_GB_s * (1.0 - background_load)
-
-
-def storage_GB_s(tier_GB_s: float, nodes: int, client_GB_s_per_node: float) -> float:
-    """What `nodes` nodes get from a tier that offers `tier_GB_s`: the tier, or their own
-    client paths if thinner. The one place this formula lives (the engine's plan uses it)."""
-    return min(tier_GB_s, nodes * client_GB_s_per_node)
-
-
-def write_GB_s(storage: StorageConfig, nodes: int) -> float:
-    """Checkpoint write bandwidth. Sync writes pause training, so its data reads do not compete."""
-    tier = tier_share_GB_s(storage.checkpoint_tier.write_GB_s, storage.background_load)
-    return storage_GB_s(tier, nodes, storage.client_GB_s_per_node)
-
-
-def read_GB_s(storage: StorageConfig, nodes: int) -> float:
-    tier = tier_share_GB_s(storage.checkpoint_tier.read_GB_s, storage.background_load)
-    return storage_GB_s(tier, nodes, storage.client_GB_s_per_node)
-
-
-def checkpoint_write_s(scenario: Scenario, nodes: int | None = None) -> float:
-    """A whole checkpoint to the tier: the tier's latency plus size / write bandwidth."""
-    nodes = scenario.cluster.nodes if nodes is None else nodes
-    latency = scenario.storage.checkpoint_tier.latency_ms / 1e3
-    return latency + checkpoint_GB(scenario) / write_GB_s(scenario.storage, nodes)
-
-
-def checkpoint_load_s(scenario: Scenario, nodes: int | None = None) -> float:
-    nodes = scenario.cluster.nodes if nodes is None else nodes
-    latency = scenario.storage.checkpoint_tier.latency_ms / 1e3
-    return latency + checkpoint_GB(scenario) / read_GB_s(scenario.storage, nodes)
-
-
-def backup_copy_s(scenario: Scenario) -> float:
-    """Copying one checkpoint to the backup tier (it runs in the background)."""
-    backup = scenario.storage.backup
-    assert backup is not None
-    return backup.latency_ms / 1e3 + checkpoint_GB(scenario) / backup.write_GB_s
-
-
-def backup_restore_s(scenario: Scenario) -> float:
-    """Loading a checkpoint back from the backup tier (limited by the job's client paths too)."""
-    backup = scenario.storage.backup
-    assert backup is not None
-    bandwidth = storage_GB_s(
-        backup.read_GB_s, scenario.cluster.nodes, scenario.storage.client_GB_s_per_node
-    )
-    return backup.latency_ms / 1e3 + checkpoint_GB(scenario) / bandwidth
-
-
-def snapshot_s(scenario: Scenario, nodes: int | None = None) -> float:
-    """Async: the device-to-host copy of a node's share of the state (the part that blocks)."""
-    nodes = scenario.cluster.nodes if nodes is None else nodes
-    return checkpoint_GB(scenario) / nodes / scenario.checkpoint.snapshot_GB_s_per_node
-
-
-def checkpoint_validate_s(scenario: Scenario) -> float:
-    """Reading a checkpoint back to validate it (`checkpoint.validate`), else 0."""
-    return checkpoint_load_s(scenario) if scenario.checkpoint.validate_writes else 0.0
-
-
-def checkpoint_blocking_s(scenario: Scenario) -> float:
-    """What a checkpoint costs training: the write and its validation (sync) or the
-    snapshot (async: the write and validation drain in the background)."""
-    if scenario.checkpoint.mode == "async":
-        return snapshot_s(scenario)
-    return checkpoint_write_s(scenario) + checkpoint_validate_s(scenario)
-
-
-# --------------------------------------------------------------------------- failures
-
-
-def components(failure: FailureClassConfig, scenario: Scenario) -> int:
-    """How many independent components of this class the full job uses: its GPUs, its
-    nodes, the job itself, the fabric's inter-switch cables, or its switches."""
-    if failure.scope == "link":
-        tree = network.scenario_fat_tree(scenario)
-        return tree.cables - tree.endpoints
-    if failure.scope == "switch":
-        return network.scenario_fat_tree(scenario).switches
-    return {"gpu": scenario.cluster.gpus, "node": scenario.cluster.nodes, "job": 1, "storage": 1}[
-        failure.scope
-    ]
-
-
-def gpus_per_component(failure: FailureClassConfig, scenario: Scenario) -> float:
-    if failure.scope in ("link", "switch"):
-        return scenario.cluster.gpus / components(failure, scenario)
-    return {
-        "gpu": 1,
-        "node": scenario.cluster.gpus_per_node,
-        "job": scenario.cluster.gpus,
-        "storage": scenario.cluster.gpus,
-    }[failure.scope]
-
-
-def component_mtbf_hours(failure: FailureClassConfig, scenario: Scenario) -> float:
-    """Mean time between failures of one component (a GPU, a node, or the job).
-
-    `rate_per_1k_gpu_day` is fleet-normalised: a component covering g GPUs fails
-    at rate·g/1000 per day.
-    """
-    if failure.mtbf_hours is not None:
-        return failure.mtbf_hours
-    assert failure.rate_per_1k_gpu_day is not None
-    per_day = failure.rate_per_1k_gpu_day * gpus_per_component(failure, scenario) / 1000.0
-    return 24.0 / per_day
-
-
-def failure_rate_per_hour(failure: FailureClassConfig, scenario: Scenario) -> float:
-    """Long-run failure rate of the full job from this class (renewal rate)."""
-    return components(failure, scenario) / component_mtbf_hours(failure, scenario)
-
-
-def aggregate_mtbf_hours(scenario: Scenario) -> float:
-    """Mean time between failures of the whole job, all classes together (inf if none)."""
-    rate = sum(failure_rate_per_hour(f, scenario) for f in scenario.failures)
-    return math.inf if rate == 0 else 1.0 / rate
-
-
-# --------------------------------------------------------------------------- interval theory
-
-
-def young_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
-    """Young (1974): compute time between checkpoints τ ≈ sqrt(2·δ·M)."""
-    return math.sqrt(2.0 * checkpoint_s * mtbf_s)
-
-
-def daly_interval_s(checkpoint_s: float, mtbf_s: float) -> float:
-    """Daly (2006) higher-order optimum of the compute time between checkpoints."""
-    delta, m = checkpoint_s, mtbf_s
-    if delta >= 2.0 * m:
-        return m
-    x = delta / (2.0 * m)
-    return math.sqrt(2.0 * delta * m) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - delta
-
-
-def daly_expected_wall_s(
-    ideal_s: float, interval_s: float, checkpoint_s: float, restart_s: float, mtbf_s: float
-) -> float:
-    """Daly's exact expected wall time with exponential failures and restart R:
-    E[T] = M·e^{R/M}·(e^{(τ+δ)/M} − 1)·Ts/τ."""
-    m = mtbf_s
-    if (restart_s + interval_s + checkpoint_s) / m > 700.0:  # e^700 ~ 1e304: never finishes
-        return math.inf
-    return (
-        m
-        * math.exp(restart_s / m)
-        * math.expm1((interval_s + checkpoint_s) / m)
-        * ideal_s
-        / interval_s
-    )
-
-
-def restart_s(scenario: Scenario) -> float:
-    """Restart of the full job: requeue/launch/NCCL init plus the checkpoint load."""
-    return scenario.recovery.restart_minutes * 60.0 + checkpoint_load_s(scenario)
-
-
-def theory_interval_s(scenario: Scenario, theory: str) -> float:
-    """Young's or Daly's compute time between checkpoints for this scenario: the blocking
-    cost of its mode against the job's aggregate MTBF; an async interval is no shorter
-    than the drain of the previous checkpoint. Infinite without failures."""
-    mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
-    if math.isinf(mtbf_s):
-        return math.inf
-    formula = young_interval_s if theory == "young" else daly_interval_s
-    seconds = formula(checkpoint_blocking_s(scenario), mtbf_s)
-    if scenario.checkpoint.mode == "async":
-        seconds = max(seconds, checkpoint_write_s(scenario))
-    return seconds
-
-
-def expected_wall_s(scenario: Scenario) -> float:
-    """Daly's expected wall time for this scenario, to first order: exponential failures at
-    the aggregate rate, a restart of `restart_s`, and the checkpoint's blocking cost (the
-    write when sync, the snapshot when async; an async run also waits for its last drain).
-    Detection, node waits and repairs are not in it: Monte Carlo adds them."""
-    step_s = step_time_s(scenario)
-    steps = total_steps(scenario)
-    ideal_s = steps * step_s
-    interval_s = interval_steps(scenario) * step_s
-    blocking_s = checkpoint_blocking_s(scenario)
-    final_drain_s = (
-        checkpoint_write_s(scenario) + checkpoint_validate_s(scenario)
-        if scenario.checkpoint.mode == "async"
-        else 0.0
-    )
-    mtbf_s = aggregate_mtbf_hours(scenario) * HOUR_S
-    if math.isinf(mtbf_s):
-        return ideal_s + math.ceil(steps / interval_steps(scenario)) * blocking_s + final_drain_s
-    return (
-        daly_expected_wall_s(ideal_s, interval_s, blocking_s, restart_s(scenario), mtbf_s)
-        + final_drain_s
-    )
-
-
-def interval_steps(scenario: Scenario) -> int:
-    """Steps between checkpoints, resolving minutes and young | daly into steps."""
-    ckpt = scenario.checkpoint
-    if ckpt.interval_steps is not None:
-        return ckpt.interval_steps
-    step_s = step_time_s(scenario)
-    if ckpt.interval_minutes is not None:
-        seconds = ckpt.interval_minutes * 60.0
-    else:
-        assert ckpt.interval is not None
-        seconds = theory_interval_s(scenario, ckpt.interval)
-        if math.isinf(seconds):
-            return total_steps(scenario)  # no failures: only the final checkpoint is worth writing
-    return max(1, min(total_steps(scenario), round(seconds / step_s)))

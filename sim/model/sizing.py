@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.model import perf
+from sim.model import batch, perf
 from sim.model.safe_yaml import read_yaml
 from sim.model.scenario import load_document, load_scenario
 
@@ -79,8 +79,8 @@ def sizing_table(
             SizingRow(
                 nodes=n,
                 gpus=s.cluster.gpus,
-                data_parallel=perf.data_parallel_size(s),
-                microbatches=perf.microbatches(s),
+                data_parallel=batch.data_parallel_size(s),
+                microbatches=batch.microbatches(s),
                 mfu=perf.mfu(s),
                 step_s=perf.step_time_s(s),
                 ideal_days=days,

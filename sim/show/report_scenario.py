@@ -4,7 +4,7 @@ replicas used) and the deterministic calculator with its step model.
 
 from __future__ import annotations
 
-from sim.model import calculator, perf
+from sim.model import batch, calculator, checkpoints, perf, reliability
 from sim.model.scenario import load_document
 from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.model.schema import Scenario
@@ -56,7 +56,7 @@ def scenario_section(run: RunContents) -> str:
     if s.failures:
         rows = []
         for f in s.failures:
-            per_hour = perf.failure_rate_per_hour(f, s)
+            per_hour = reliability.failure_rate_per_hour(f, s)
             given = (
                 f"MTBF {value_text(f.mtbf_hours)} h per {f.scope}"
                 if f.mtbf_hours is not None
@@ -185,7 +185,7 @@ def scenario_in_words(s: Scenario) -> list[tuple[str, str]]:
             "GPUs",
             f"{c.nodes:,} nodes × {c.gpus_per_node} {c.gpu_spec.name} = {c.gpus:,} GPUs; "
             f"tensor {s.parallelism.tensor} × pipeline {s.parallelism.pipeline} parallel, "
-            f"{perf.data_parallel_size(s):,} data-parallel replicas; "
+            f"{batch.data_parallel_size(s):,} data-parallel replicas; "
             + (
                 _mfu_words(s)
                 if s.performance.mfu is not None
@@ -199,8 +199,8 @@ def scenario_in_words(s: Scenario) -> list[tuple[str, str]]:
         (
             "failures",
             f"{len(s.failures)} failure classes (below), together "
-            f"{24 / perf.aggregate_mtbf_hours(s):.2f} failures per day on this job "
-            f"(aggregate MTBF {perf.aggregate_mtbf_hours(s):,.1f} h)."
+            f"{24 / reliability.aggregate_mtbf_hours(s):.2f} failures per day on this job "
+            f"(aggregate MTBF {reliability.aggregate_mtbf_hours(s):,.1f} h)."
             if s.failures
             else "none: every replica runs without failures.",
         ),
@@ -272,8 +272,8 @@ def _storage_words(s: Scenario) -> str:
         f"checkpoints go to a {tier.kind} tier (write {value_text(tier.write_GB_s)} GB/s, read "
         f"{value_text(tier.read_GB_s)} GB/s, {value_text(tier.capacity_TB)} TB, latency "
         f"{value_text(tier.latency_ms)} ms); each node's own path {value_text(st.client_GB_s_per_node)} "
-        f"GB/s, so checkpoints write at {perf.write_GB_s(st, s.cluster.nodes):,.1f} GB/s and "
-        f"load at {perf.read_GB_s(st, s.cluster.nodes):,.1f} GB/s"
+        f"GB/s, so checkpoints write at {checkpoints.write_GB_s(st, s.cluster.nodes):,.1f} GB/s and "
+        f"load at {checkpoints.read_GB_s(st, s.cluster.nodes):,.1f} GB/s"
     )
     if st.background_load:
         text += f"; other tenants use {st.background_load:.0%} of the tier"
@@ -289,7 +289,7 @@ def _storage_words(s: Scenario) -> str:
 
 def _checkpoint_words(s: Scenario) -> str:
     ck = s.checkpoint
-    steps = perf.interval_steps(s)
+    steps = reliability.interval_steps(s)
     minutes = steps * perf.step_time_s(s) / 60
     if ck.interval_steps is not None:
         when = f"every {steps:,} steps ({minutes:,.1f} min)"
@@ -300,13 +300,15 @@ def _checkpoint_words(s: Scenario) -> str:
     if ck.mode == "async":
         blocking = (
             f"async: training blocks for the device-to-host snapshot "
-            f"({perf.snapshot_s(s):.2f} s) and the write ({perf.checkpoint_write_s(s):,.1f} s) "
+            f"({checkpoints.snapshot_s(s):.2f} s) and the write ({checkpoints.checkpoint_write_s(s):,.1f} s) "
             "drains in the background"
         )
     else:
-        blocking = f"sync: training blocks for the write ({perf.checkpoint_write_s(s):,.1f} s)"
+        blocking = (
+            f"sync: training blocks for the write ({checkpoints.checkpoint_write_s(s):,.1f} s)"
+        )
     text = (
-        f"{when}; {blocking}; {perf.checkpoint_GB(s):,.0f} GB each "
+        f"{when}; {blocking}; {checkpoints.checkpoint_GB(s):,.0f} GB each "
         f"({value_text(ck.state_bytes_per_param)} bytes per parameter), the last {ck.keep_last} kept"
     )
     if ck.memory_every_steps:
@@ -318,7 +320,7 @@ def _recovery_words(s: Scenario) -> str:
     r = s.recovery
     restart = (
         f"a restart takes {value_text(r.restart_minutes)} min plus the checkpoint load "
-        f"({perf.checkpoint_load_s(s):,.0f} s)"
+        f"({checkpoints.checkpoint_load_s(s):,.0f} s)"
     )
     if r.policy == "elastic":
         return (

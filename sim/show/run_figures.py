@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from sim.model import perf
+from sim.model import perf, reliability
 from sim.model.scenario_set import ScenarioSet
 from sim.model.schema import Scenario
 from sim.runs.results import RunDir
@@ -83,7 +83,9 @@ def figure_inputs(
 
 def interval_marks(scenario: Scenario, swept_key: str) -> dict[str, float]:
     """Young's and Daly's intervals in the unit of the swept checkpoint key (empty if none)."""
-    seconds = {name: perf.theory_interval_s(scenario, name.lower()) for name in ("Young", "Daly")}
+    seconds = {
+        name: reliability.theory_interval_s(scenario, name.lower()) for name in ("Young", "Daly")
+    }
     if not all(math.isfinite(v) for v in seconds.values()):
         return {}
     if swept_key == "checkpoint.interval_steps":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sim.engine import build_plan, simulate_replica
-from sim.model import perf
+from sim.model import checkpoints, perf
 from sim.model.scenario import load_scenario
 from tests.conftest import ROOT
 
@@ -35,12 +35,12 @@ def tier(kind: str, *extra: str) -> list[str]:
 )
 def test_tier_write_time_and_stall(overrides, write_s):
     scenario, r = run(*overrides)
-    assert perf.checkpoint_write_s(scenario) == pytest.approx(write_s)
-    checkpoints = 334  # ceil(333,787 steps / 1,000)
-    assert r.checkpoints_written == checkpoints
-    assert r.checkpoint_stall_hours * 3600 == pytest.approx(checkpoints * write_s)
+    assert checkpoints.checkpoint_write_s(scenario) == pytest.approx(write_s)
+    written = 334  # ceil(333,787 steps / 1,000)
+    assert r.checkpoints_written == written
+    assert r.checkpoint_stall_hours * 3600 == pytest.approx(written * write_s)
     ideal_s = perf.total_steps(scenario) * perf.step_time_s(scenario)
-    assert r.wall_hours * 3600 == pytest.approx(ideal_s + checkpoints * write_s)
+    assert r.wall_hours * 3600 == pytest.approx(ideal_s + written * write_s)
 
 
 def test_client_paths_cap_a_fast_tier():
@@ -48,12 +48,12 @@ def test_client_paths_cap_a_fast_tier():
     scenario = load_scenario(
         REFERENCE, [*NO_FAILURES, *tier("weka"), "storage.client_GB_s_per_node=0.5"]
     ).base
-    assert perf.checkpoint_write_s(scenario) == pytest.approx(0.0005 + 980 / 64)
+    assert checkpoints.checkpoint_write_s(scenario) == pytest.approx(0.0005 + 980 / 64)
 
 
 def test_async_on_nfs_stalls_only_for_snapshots_while_the_drain_keeps_up():
     scenario, r = run(*tier("nfs"), "checkpoint.mode=async")
     snapshot_s = 980 / 128 / 50  # per-node state over the device-to-host copy
     drain_s = 0.002 + 980 / 5  # 196 s < the 69-minute interval: never waited for
-    assert perf.snapshot_s(scenario) == pytest.approx(snapshot_s)
+    assert checkpoints.snapshot_s(scenario) == pytest.approx(snapshot_s)
     assert r.checkpoint_stall_hours * 3600 == pytest.approx(334 * snapshot_s + drain_s)

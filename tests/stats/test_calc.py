@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.model import perf
+from sim.model import perf, reliability
 from sim.model.scenario import load_scenario
 from sim.runs.montecarlo import run
 from tests.conftest import ROOT
@@ -19,7 +19,7 @@ def test_calc_expectation_is_close_to_monte_carlo(mode):
     )
     table = run(loaded, 200, 7, 1, "serial", progress=False)
     simulated = table["time_to_train_days"]
-    expected = perf.expected_wall_s(loaded.base) / perf.DAY_S
+    expected = reliability.expected_wall_s(loaded.base) / perf.DAY_S
     # The formula leaves out detection and node waits (a few minutes per failure, ~9
     # failures): Monte Carlo sits above it by that, within its own noise.
     sem = simulated.std() / len(simulated) ** 0.5

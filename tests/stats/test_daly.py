@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.model import perf
+from sim.model import checkpoints, perf, reliability
 from sim.model.scenario import load_document
 from sim.runs.montecarlo import run
 from sim.runs.summaries import summarize
@@ -71,11 +71,11 @@ def daly_sweep():
 def expected_wall_hours(scenario) -> float:
     step_s = perf.step_time_s(scenario)
     return (
-        perf.daly_expected_wall_s(
+        reliability.daly_expected_wall_s(
             ideal_s=perf.total_steps(scenario) * step_s,
-            interval_s=perf.interval_steps(scenario) * step_s,
-            checkpoint_s=perf.checkpoint_write_s(scenario),
-            restart_s=perf.restart_s(
+            interval_s=reliability.interval_steps(scenario) * step_s,
+            checkpoint_s=checkpoints.checkpoint_write_s(scenario),
+            restart_s=reliability.restart_s(
                 scenario
             ),  # 600 s + 1 s load (none before the first checkpoint: < 0.02 SE)
             mtbf_s=8 * 3600.0,
@@ -88,7 +88,7 @@ def test_scenario_is_what_the_docstring_says():
     scenario = load_document(DALY).base
     assert perf.step_time_s(scenario) == pytest.approx(60.0)
     assert perf.total_steps(scenario) == 2880
-    assert perf.checkpoint_write_s(scenario) == pytest.approx(120.0)
+    assert checkpoints.checkpoint_write_s(scenario) == pytest.approx(120.0)
 
 
 @pytest.mark.montecarlo
@@ -110,6 +110,6 @@ def test_best_interval_of_the_sweep_is_the_one_theory_picks(daly_sweep):
     theory = {p.index: expected_wall_hours(p.scenario) for p in scenario_set.points}
     assert wall.idxmin() == min(theory, key=theory.get)
     # and that interval is the sweep's closest to Daly's optimum, ~sqrt(2 delta M) = 44 min
-    optimum_min = perf.daly_interval_s(120.0, 8 * 3600.0) / 60
+    optimum_min = reliability.daly_interval_s(120.0, 8 * 3600.0) / 60
     closest = min(INTERVALS, key=lambda m: abs(m - optimum_min))
     assert scenario_set.points[wall.idxmin()].params["checkpoint.interval_steps"] == closest

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from sim.decide import analysis
-from sim.model import perf
+from sim.model import perf, reliability
 from sim.model.scenario import load_document, load_scenario
 from sim.runs.montecarlo import run
 from tests.conftest import ROOT
@@ -33,10 +33,12 @@ def test_async_cuts_stall_tenfold_and_finishes_sooner():
 def test_daly_interval_lands_near_the_best_of_a_fine_sweep():
     no_sweep = {k: v for k, v in DALY.items() if k != "sweep"}
     base = load_document(no_sweep).base
-    daly_steps = perf.interval_steps(
+    daly_steps = reliability.interval_steps(
         load_document(no_sweep, overrides=["checkpoint.interval=daly"]).base
     )
-    assert daly_steps == round(perf.daly_interval_s(120.0, 8 * 3600) / perf.step_time_s(base))
+    assert daly_steps == round(
+        reliability.daly_interval_s(120.0, 8 * 3600) / perf.step_time_s(base)
+    )
     fine = list(range(24, 66, 3))  # minutes = steps of 60 s, around the optimum of ~42.5
     scenario_set = load_document(
         no_sweep, params=["checkpoint.interval_steps=" + ",".join(map(str, fine))]

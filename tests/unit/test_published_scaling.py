@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.model import network, perf, sizing
+from sim.model import batch, memory, network, perf, sizing
 from sim.model.safe_yaml import read_yaml
 from sim.model.scenario import load_document, load_scenario
 from sim.model.scenario_set import ScenarioError
@@ -50,7 +50,7 @@ def test_megatron_core_177b_strong_scaling_to_4608_h100s():
     assert middle == pytest.approx(0.44, abs=0.02)
     # the loss is the bubble and the exposed reduction of 12 microbatches per replica
     s = load_scenario(PUBLISHED / "megatron-core-gpt3-177b-strong.yaml", ["cluster.nodes=576"])
-    assert perf.microbatches(s.base) == 12
+    assert batch.microbatches(s.base) == 12
 
 
 @pytest.mark.parametrize(("nodes", "teraflops"), [(96, 149), (192, 141)])
@@ -111,9 +111,9 @@ def llama3_memory_GB(s) -> float:
 def test_llama3_405b_table4_without_recompute_fits_in_80GB():
     path = PUBLISHED / "llama3-405b-8k-table4.yaml"
     s = load_scenario(path).base
-    assert s.parallelism.recompute == "none" and perf.data_parallel_size(s) == 64
-    assert perf.microbatches(s) == 32
-    use = perf.memory_use(s)
+    assert s.parallelism.recompute == "none" and batch.data_parallel_size(s) == 64
+    assert batch.microbatches(s) == 32
+    use = memory.memory_use(s)
     assert use.total_GB == pytest.approx(llama3_memory_GB(s), rel=1e-12)
     assert use.total_GB <= 80.0
     assert perf.configuration_problem(s) is None
@@ -134,9 +134,9 @@ def test_llama3_405b_context_parallel_row_of_table4():
             "model.seq_len=131072",
         ],
     ).base
-    assert perf.data_parallel_size(s) == 8 and perf.microbatches(s) == 16
-    assert perf.sharding_ranks(s) == 128
-    use = perf.memory_use(s)
+    assert batch.data_parallel_size(s) == 8 and batch.microbatches(s) == 16
+    assert memory.sharding_ranks(s) == 128
+    use = memory.memory_use(s)
     assert use.activations_GB == pytest.approx(34 * 8192 * 16384 / 8 * 126 / 1e9, rel=1e-12)
     assert perf.configuration_problem(s) is None
     # the ring passes keys and values of 8 of 128 heads round 16 ranks, between nodes
@@ -159,8 +159,8 @@ def test_fewer_microbatches_than_stages_with_the_interleaved_schedule():
     doc["parallelism"]["virtual_stages"] = 2
     doc["parallelism"]["recompute"] = "full"
     s = load_document(doc, "llama3").base
-    assert perf.microbatches(s) == 8 and perf.configuration_problem(s) is None
-    assert perf.memory_use(s).in_flight == 8
+    assert batch.microbatches(s) == 8 and perf.configuration_problem(s) is None
+    assert memory.memory_use(s).in_flight == 8
     assert perf.bubble_share(16, 2, 8) == 15 / 16
 
 

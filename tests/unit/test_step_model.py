@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from sim.engine.plan import build_plan
-from sim.model import network, perf
+from sim.model import batch, memory, network, perf
 from sim.model.safe_yaml import parse_yaml
 from sim.model.scenario import dump_resolved, load_document, load_scenario
 from sim.model.scenario_set import ScenarioError
@@ -152,9 +152,9 @@ def tiny_with_sequences(**changes) -> dict:
 
 def test_microbatches_bubble_and_allreduce_of_a_tiny_job_by_hand():
     s = load_document(tiny_with_sequences(), "tiny").base
-    assert perf.sequences_per_step(s) == 100.0
-    assert perf.microbatches(s) == 50.0
-    assert perf.microbatches(s, replicas=1) == 100.0
+    assert batch.sequences_per_step(s) == 100.0
+    assert batch.microbatches(s) == 50.0
+    assert batch.microbatches(s, replicas=1) == 100.0
     parts = perf.step_parts(s)
     assert parts.bubble_share == 1 / 50
     assert parts.tensor_parallel_s == 0.0
@@ -407,7 +407,7 @@ def test_memory_of_a_small_job_by_hand():
     )
     doc["model"]["global_batch_tokens"] = 1024 * 64  # 64 sequences: 2 replicas x 32
     s = load_document(doc, "mem").base
-    use = perf.memory_use(s)
+    use = memory.memory_use(s)
     per_gpu = 8e9 / 4
     assert (use.weights_GB, use.gradients_GB) == (per_gpu * 2 / 1e9, per_gpu * 4 / 1e9)
     assert use.optimizer_GB == per_gpu * 12 / 2 / 1e9  # ZeRO-1 over 2 data-parallel ranks
@@ -417,23 +417,23 @@ def test_memory_of_a_small_job_by_hand():
     # without recomputation: FlashAttention-style attention stores no scores (the default),
     # the old formula keeps Korthikanti's 5·a·s/h term
     none = load_document(merge(doc, {"parallelism": {"recompute": "none"}}), "mem").base
-    assert perf.memory_use(none).activations_GB == use.activations_GB
+    assert memory.memory_use(none).activations_GB == use.activations_GB
     stored = merge(doc, {"parallelism": {"recompute": "none"}})
     stored["memory"] = {"attention": "stored-scores"}
     heads = 4096 / 128
-    assert perf.memory_use(load_document(stored, "mem").base).activations_GB == pytest.approx(
+    assert memory.memory_use(load_document(stored, "mem").base).activations_GB == pytest.approx(
         1024 * 4096 / 2 * (34 + 5 * heads * 1024 / 4096) * 32 / 1e9, rel=1e-12
     )
     full = load_document(merge(doc, {"parallelism": {"recompute": "full"}}), "mem").base
-    assert perf.memory_use(full).activations_GB == pytest.approx(
+    assert memory.memory_use(full).activations_GB == pytest.approx(
         (2 * 1024 * 4096 / 2 * 32 + 34 * 1024 * 4096 / 2) / 1e9, rel=1e-12
     )
     interleaved = load_document(merge(doc, {"parallelism": {"virtual_stages": 2}}), "mem").base
-    assert perf.memory_use(interleaved).activations_GB == pytest.approx(
+    assert memory.memory_use(interleaved).activations_GB == pytest.approx(
         use.activations_GB * (1 + 1 / 4), rel=1e-12
     )
     zero3 = load_document(merge(doc, {"parallelism": {"zero_stage": 3}}), "mem").base
-    z3 = perf.memory_use(zero3)
+    z3 = memory.memory_use(zero3)
     assert z3.weights_GB == per_gpu * 2 / 2 / 1e9
     assert network.gradient_bytes_per_rank(zero3) == 1.5 * network.gradient_bytes_per_rank(s)
     # the layer computed and the one prefetched (bf16) and one layer's fp32 gradients, of
@@ -442,11 +442,11 @@ def test_memory_of_a_small_job_by_hand():
     # context parallelism over 2: each GPU keeps half of each sequence's activations; the
     # optimizer is sharded over data x context ranks (Megatron's distributed optimizer)
     split = load_document(merge(doc, {"parallelism": {"tensor": 1, "context": 2}}), "mem").base
-    assert perf.data_parallel_size(split) == 2 and perf.sharding_ranks(split) == 4
-    assert perf.memory_use(split).activations_GB == pytest.approx(
+    assert batch.data_parallel_size(split) == 2 and memory.sharding_ranks(split) == 4
+    assert memory.memory_use(split).activations_GB == pytest.approx(
         34 * 512 * 4096 * 32 / 1e9, rel=1e-12
     )
-    assert perf.memory_use(split).optimizer_GB == 8e9 / 2 * 12 / 4 / 1e9
+    assert memory.memory_use(split).optimizer_GB == 8e9 / 2 * 12 / 4 / 1e9
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
@@ -454,7 +454,7 @@ def test_every_shipped_scenario_can_run(path):
     for point in load_scenario(path).points:
         assert point.infeasible is None
         assert perf.configuration_problem(point.scenario) is None
-        use = perf.memory_use(point.scenario)
+        use = memory.memory_use(point.scenario)
         assert 0 < use.total_GB <= use.capacity_GB
 
 
@@ -465,7 +465,7 @@ def test_microbatches_that_follow_from_the_batch_agree_with_the_old_explicit_one
     for name, m in stated.items():
         s = load_scenario(ROOT / f"scenarios/{name}.yaml").base
         para = s.parallelism
-        assert para.virtual_stages * perf.microbatches(s) == m
+        assert para.virtual_stages * batch.microbatches(s) == m
         assert perf.step_parts(s).bubble_share == (para.pipeline - 1) / m
 
 
@@ -518,7 +518,7 @@ def test_a_point_whose_mfu_no_efficiency_reaches_is_infeasible_not_the_sweep():
 
 def test_an_abstract_jobs_model_states_must_fit_in_the_gpu():
     # TINY: 1B parameters on 4 GPUs: weights 2 + gradients 4 + optimizer 12 / 4 = 9 GB of 80
-    use = perf.memory_use(load_document(TINY, "tiny").base)
+    use = memory.memory_use(load_document(TINY, "tiny").base)
     assert use.total_GB == pytest.approx(9.0) and use.activations_GB == 0
     big = merge(TINY, {"model": {"params": 1.2e11}})  # 1,080 GB per GPU: no seq_len needed
     with pytest.raises(ScenarioError) as err:
