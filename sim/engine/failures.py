@@ -666,19 +666,6 @@ class SuperposedSource(FailureSource):
             tree[i] += delta
             i += i & -i
 
-    def _settle(self) -> None:
-        """At the build: a Fenwick tree when the weights take many values."""
-        if len(self._groups) <= self.GROUPS:
-            return
-        tree = [0.0] + self.weights
-        size = len(tree)
-        for i in range(1, size):
-            j = i + (i & -i)
-            if j < size:
-                tree[j] += tree[i]
-        self._tree = tree
-        self._groups, self._where = {}, {}
-
     def _retime(self) -> None:
         """The components in use or their weights changed: the hazard accumulated until now
         at the old total is spent, what is left runs at the new total (the sum kept up to
@@ -704,16 +691,47 @@ class SuperposedSource(FailureSource):
 
     def start(self) -> None:
         if self.per_node == 0:
-            for component in range(len(self.weights)):
-                self._use(component, 1.0)
-            self._retime()
+            self._fill_equal()
 
     def fill_all(self) -> None:
         if self.per_node:
-            for slot in range(len(self.weights)):
-                self._use(slot, self._weight(slot))
-            self._settle()
-            self._retime()
+            if self.slot_scale is None:
+                self._fill_equal()
+            else:
+                self._fill_from(1.0 / self.slot_scale[: len(self.weights)])
+
+    def _fill_equal(self) -> None:
+        """Every component in use from none, all at unit weight (the build's common case)."""
+        size = len(self.weights)
+        members = list(range(size))
+        self.weights = [1.0] * size
+        self.in_use = size
+        self._sum = float(size)
+        self._groups[1.0] = members
+        self._where = dict(zip(members, members))
+        self._retime()
+
+    def _fill_from(self, weights: np.ndarray) -> None:
+        """Every component in use from none, at these weights (the build: the groups or
+        the tree made at once, not one component at a time)."""
+        values = np.unique(weights)
+        self.weights = weights.tolist()
+        self.in_use = len(self.weights)
+        self._sum = float(weights.sum())
+        if values.size > self.GROUPS:
+            tree = [0.0] + self.weights
+            size = len(tree)
+            for i in range(1, size):
+                j = i + (i & -i)
+                if j < size:
+                    tree[j] += tree[i]
+            self._tree = tree
+        else:
+            for value in values.tolist():
+                members = np.flatnonzero(weights == value).tolist()
+                self._groups[value] = members
+                self._where.update(zip(members, range(len(members))))
+        self._retime()
 
     def activate(self, node_slots: np.ndarray, mid_life: np.ndarray | None = None) -> None:
         """Nodes entered these slots, or their rates changed (no age: `mid_life` is moot)."""
@@ -724,7 +742,21 @@ class SuperposedSource(FailureSource):
         self._retime()
 
     def activate_one(self, slot: int, scale: float, mid_life: bool = False) -> None:
-        self._use(slot, 1.0 / scale if scale != 1.0 else 1.0)
+        """A node entered `slot` (the swap's hot path: `_use` and `_retime` in line for a
+        slot that was empty, kept in groups)."""
+        weight = 1.0 / scale if scale != 1.0 else 1.0
+        if self._tree is not None or self.weights[slot]:
+            self._use(slot, weight)
+            self._retime()
+            return
+        self.weights[slot] = weight
+        self.in_use += 1
+        self._sum += weight
+        group = self._groups.get(weight)
+        if group is None:
+            group = self._groups[weight] = []
+        self._where[slot] = len(group)
+        group.append(slot)
         self._retime()
 
     def deactivate_one(self, slot: int) -> None:
@@ -741,6 +773,16 @@ class SuperposedSource(FailureSource):
 
     def due_before(self, wall_s: float) -> list[tuple[float, int]]:
         raise AssertionError("a superposed class has no clock per node to look ahead at")
+
+    def _draw1(self) -> float:
+        """One lifetime at unit rate, from blocks of 8, 16, ... up to BUFFER (a short replica
+        draws few: one a failure, none a swap)."""
+        if self._next >= len(self._buffer):
+            size = min(BUFFER, 2 * len(self._buffer) or 8)
+            self._buffer = self.law.sample(self.rng, size).tolist()
+            self._next = 0
+        self._next += 1
+        return self._buffer[self._next - 1]
 
     # ---- a failure
 
@@ -778,8 +820,8 @@ class SuperposedSource(FailureSource):
     def renew(self) -> int:
         """The class's failure due now: the component struck, drawn in proportion to the
         rates; a fresh lifetime for the class. Returns the component."""
-        if self._u_next >= len(self._uniforms):
-            self._uniforms = self.rng.random(BUFFER).tolist()
+        if self._u_next >= len(self._uniforms):  # blocks of 8, 16, ... up to BUFFER
+            self._uniforms = self.rng.random(min(BUFFER, 2 * len(self._uniforms) or 8)).tolist()
             self._u_next = 0
         victim = self._pick(self._uniforms[self._u_next])
         self._u_next += 1
