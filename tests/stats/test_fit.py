@@ -94,8 +94,10 @@ def test_round_trip_coverage_over_200_replicas():
         lemons += bool(result.lemons is not None and result.lemons.overdispersed)
     shares = {name: count / 200 for name, count in covered.items()}
     print("coverage of the 95% intervals over 200 replicas:", shares, "lemons:", lemons)
+    # the exact (Garwood) interval is conservative, ~96-97% at these counts (26-51 events):
+    # over 200 replicas 3 standard errors are ~0.037, so only too little coverage can show
     for name, share in shares.items():
-        assert 0.92 <= share <= 0.98, (name, share)
+        assert share >= 0.92, (name, share)
     assert lemons <= 20  # a scenario without lemons: none reported in at least 90% of fits
 
 
