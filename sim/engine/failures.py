@@ -742,21 +742,7 @@ class SuperposedSource(FailureSource):
         self._retime()
 
     def activate_one(self, slot: int, scale: float, mid_life: bool = False) -> None:
-        """A node entered `slot` (the swap's hot path: `_use` and `_retime` in line for a
-        slot that was empty, kept in groups)."""
-        weight = 1.0 / scale if scale != 1.0 else 1.0
-        if self._tree is not None or self.weights[slot]:
-            self._use(slot, weight)
-            self._retime()
-            return
-        self.weights[slot] = weight
-        self.in_use += 1
-        self._sum += weight
-        group = self._groups.get(weight)
-        if group is None:
-            group = self._groups[weight] = []
-        self._where[slot] = len(group)
-        group.append(slot)
+        self._use(slot, 1.0 / scale if scale != 1.0 else 1.0)
         self._retime()
 
     def deactivate_one(self, slot: int) -> None:
