@@ -345,19 +345,12 @@ class Cluster:
                 self.incidents.merged(failure)
             return  # already out (two failures of the same node merged)
         repair = self.plan.repair
-        classes = self.plan.failure_classes
-        # past the failure classes: a drained straggler, a fault of its node
-        attributable = (
-            classes[failure.class_index].attributable
-            if failure.class_index < len(classes)
-            else True
-        )
         lasting = self.lasting(failure.class_index)
         if (
             not diagnosed
             and repair is not None
             and repair.misdiagnosis_prob > 0
-            and attributable
+            and self._attributable(failure.class_index)
             and failure.repair_s is None
             and self.active > 1
             and self.fault_rng is not None
@@ -375,6 +368,12 @@ class Cluster:
         )
         if self.incidents is not None:
             self.incidents.left(failure, node, path)
+
+    def _attributable(self, class_index: int) -> bool:
+        """Whether a failure of the class is its node's own (past the failure classes: a
+        drained straggler, a fault of its node)."""
+        classes = self.plan.failure_classes
+        return classes[class_index].attributable if class_index < len(classes) else True
 
     def leave_for_repair(
         self,

@@ -125,7 +125,17 @@ class FailureClocks:
     job's wait, the source's `fire` when the wait reaches it (`take` pops its entry).
     """
 
-    __slots__ = ("sources", "idle", "wall", "compute", "stale", "limit", "_due", "superposed")
+    __slots__ = (
+        "sources",
+        "idle",
+        "wall",
+        "compute",
+        "stale",
+        "limit",
+        "_due",
+        "superposed",
+        "heaps",
+    )
 
     def __init__(self, sources: list[FailureSource], idle: IdleClock | None):
         self.sources = sources
@@ -137,6 +147,7 @@ class FailureClocks:
         self._due: tuple[ClockBase, bool] | None = None  # where `next` found its entry
         # the classes that are one clock each (`SuperposedSource`), outside the heaps
         self.superposed = [source for source in sources if source.superposed]
+        self.heaps = len(self.superposed) < len(sources)  # any class with a clock per component
         for position, source in enumerate(sources):
             source.position = position
             source.clocks = self
@@ -150,11 +161,30 @@ class FailureClocks:
     def next(self) -> tuple[float, FailureSource | None]:
         """(wall time, source) of the next failure of any class; (inf, None) when none is
         due (no component in use, or only compute-time clocks while the job is down): the
-        earliest live entry of each time base in use (stale ones dropped on the way), the
-        wall's, then the compute time's shifted by the idle time. `take` pops the one found.
-        (The engine's hot path: both heads in line, no call per base.)"""
+        earliest of the heaps' heads (`_heads`) and of the superposed classes' clocks, a
+        compute-time one shifted by the idle time. (The engine's hot path.)"""
         idle = self.idle
         shift = None if idle is None or idle.since is not None else idle.idle_s
+        if self.heaps:
+            best, position = self._heads(shift)
+            found = self.sources[position] if best != math.inf else None
+        else:
+            best, found = math.inf, None
+        for source in self.superposed:
+            end = source.end
+            if source.idle is not None:
+                if shift is None:
+                    continue  # compute time stands still while the job is down
+                end += shift
+            if end < best:
+                best, found = end, source
+        return best, found
+
+    def _heads(self, shift: float | None) -> tuple[float, int]:
+        """(wall time, source position) of the earliest live entry of each time base in use
+        (stale ones dropped on the way), the wall's, then the compute time's shifted by the
+        idle time (`shift`, None while the job is down); `take` pops the one found. (Both
+        heads in line, no call per base.)"""
         sources = self.sources
         base = wall = self.wall
         while True:
@@ -200,16 +230,7 @@ class FailureClocks:
                     best, best_position = end + shift, position
                     self._due = (base, from_run)
                 break
-        found = sources[best_position] if best != math.inf else None
-        for source in self.superposed:
-            end = source.end
-            if source.idle is not None:
-                if shift is None:
-                    continue  # compute time stands still while the job is down
-                end += shift
-            if end < best:
-                best, found = end, source
-        return best, found
+        return best, best_position
 
     def take(self) -> int:
         """Pop the entry `next` found (its component's index; a heap's, not a superposed

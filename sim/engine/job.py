@@ -103,6 +103,7 @@ class Job:
                 _SHAPES.clear()
             cached = _SHAPES[id(plan)] = (plan, {})
         self._shapes: dict[int, tuple] = cached[1]
+        self._loads: dict[int, float] = {}  # the checkpoint load on so many nodes (pure)
         self.step_time = StepTime(plan)
         self.step_time.on_change = self.step_time_changed
         self.fabric_partitioned = False  # set by FabricState: no restart until reconnected
@@ -258,16 +259,15 @@ class Job:
     def stretch(self, shape: tuple) -> Stretch:
         """The stretch the job trains next, from where its progress stands, with the plan's
         figures for its size (`shape`) at the step time now."""
-        _, snapshot_s, drain_s, memory_s, nominal_s, slow_s = shape
+        _, snapshot_s, drain_s, memory_s, _, _ = shape
         plan, progress = self.plan, self.progress
         pending = progress.pending
-        step_time = self.step_time  # StepTime.step_s and .slow_step_s, from the shape
-        added_s, factor = step_time._added_s, step_time._factor
+        step_s, slow_step_s = self.step_times(shape)
         return Stretch(
             progress.resume_step,
             plan.total_steps,
             plan.interval_steps,
-            (nominal_s + added_s) * factor,
+            step_s,
             snapshot_s,
             drain_s,
             progress.done_steps,
@@ -276,8 +276,16 @@ class Job:
             progress.durable_step,
             plan.memory_every,
             memory_s,
-            (slow_s + added_s) * factor,
+            slow_step_s,
         )
+
+    def step_times(self, shape: tuple) -> tuple[float, float]:
+        """(the step, the step while reads share the tier with a drain) at the job's size
+        (`shape`) as the step time stands now (`StepTime.step_s`, `.slow_step_s`)."""
+        _, _, _, _, nominal_s, slow_s = shape
+        step_time = self.step_time
+        added_s, factor = step_time._added_s, step_time._factor
+        return (nominal_s + added_s) * factor, (slow_s + added_s) * factor
 
     def _train(self):
         """Run stretches until finished (returns FINISHED) or a failure (returns it)."""
@@ -513,8 +521,10 @@ class Job:
 
     def _send_to_repair(self, failure: Failure) -> None:
         if failure.replace:
+            caught = self.caught
             for slot in failure.nodes:
-                self.caught.pop(slot, None)
+                if caught:
+                    caught.pop(slot, None)
                 self.cluster.send_to_repair(failure, slot)
         else:  # the node stays in the job, with a lasting fault if the failure left one
             for slot in failure.nodes:
@@ -626,8 +636,8 @@ class Job:
         same order, as `_detect`, `_take`, `_refill` and `_restart` with their holds (which
         would move the clock without an event too), booking the same pieces. Returns how far
         it got: (QUICK_ALL, the failure that aborted the restart or None), or a stage and
-        the failures detected, for the general path to go on from.
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        the failures detected, for the general path to go on from. (The failure cycle in
+        line, sim/engine/cycle.py, calls it too.)"""
         env, inbox, plan, ledger = self.env, self._inbox, self.plan, self.ledger
         queue = env._queue
         now = env._now
@@ -656,9 +666,10 @@ class Job:
         # replacement
         self._take(failures)
         cluster = self.cluster
-        if (plan.nodes > cluster.available and cluster.pooled) or self.fabric_partitioned:
+        available = cluster.available
+        if (plan.nodes > available and cluster.pooled) or self.fabric_partitioned:
             return QUICK_TAKEN, failures
-        nodes = self.policy.nodes_to_run(cluster.available)
+        nodes = self.policy.nodes_to_run(available)
         if nodes is None:
             return QUICK_TAKEN, failures
         cluster.resize(nodes)
@@ -672,9 +683,14 @@ class Job:
             load = plan.backup_restore_s
             backup = True
         elif progress.durable_step > 0:
-            if progress.tier_down() or progress.newest_corrupt():
+            # (a tier that can go down, kept checkpoints that can be corrupt: asked only then)
+            if (progress.storage is not None or progress.kept) and (
+                progress.tier_down() or progress.newest_corrupt()
+            ):
                 return QUICK_REPLACED, failures
-            load = plan.load_s(nodes)
+            load = self._loads.get(nodes)
+            if load is None:
+                load = self._loads[nodes] = plan.load_s(nodes)
         end = now + (plan.restart_s + load)
         if inbox or end > deadline or (queue and queue[0][0] <= end):
             return QUICK_REPLACED, failures
@@ -713,14 +729,14 @@ class Job:
                 wake, due = until, None
             now = env._now
             now = env._now = now + max(0.0, wake - now)
-            self._in_line = True
+            was, self._in_line = self._in_line, True  # (the cycle in line is in line already)
             try:
                 if calendar.due_s <= now:  # before any decision: the nodes back by now
                     calendar.advance(now)
                 if due is not None:
                     due.fire()
             finally:
-                self._in_line = False
+                self._in_line = was
             if due is None and not inbox:
                 return None
 
@@ -801,8 +817,7 @@ class Job:
         raises comes back through the inbox), or an interrupt from another process.
 
         One timeout at a time, to the earlier of `until` and the next failure of any class;
-        an interrupted one is taken out of SimPy's queue, which so holds only live events.
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        an interrupted one is taken out of SimPy's queue, which so holds only live events."""
         env, inbox, calendar = self.env, self._inbox, self.cluster.calendar
         while True:
             if inbox:

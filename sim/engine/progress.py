@@ -372,57 +372,100 @@ class Progress:
             self.maybe_backup(self.durable_step, t0 + stretch.pending_drain_s)
         if position.checkpoints:
             ledger = self.ledger
-            before = (
-                ledger.ideal_s,
-                ledger.slowdown_s,
-                ledger.checkpoint_stall_s,
-                ledger.checkpoints_written,
+            durable_before = self.durable_step
+            base_compute = self.next_compute_s
+            base_total = base_compute + self.next_other_s
+            history = (self.storage is not None and self.plan.backup_every) or (
+                self.kept is not None
             )
-            base_compute, base_total = (
-                self.next_compute_s,
-                self.next_compute_s + self.next_other_s,
-            )
-            steps = position.durable_step - self.durable_step
-            self.keep(
-                steps,
-                base_compute + position.kept_compute_s,
-                base_total + position.kept_s,
+            if history:
+                before = (
+                    ledger.ideal_s,
+                    ledger.slowdown_s,
+                    ledger.checkpoint_stall_s,
+                    ledger.checkpoints_written,
+                )
+            self.keep_stretch(
+                position.durable_step,
+                position.kept_compute_s,
+                position.kept_s,
                 position.checkpoints,
             )
-
-            def kept_at(j: int) -> tuple[int, tuple[float, float, float]]:
-                """The step of the stretch's checkpoint j and the ledger's kept sums then."""
-                step_j = stretch.step_at_checkpoint(j)
-                n = step_j - self.durable_step
-                compute_j = base_compute + stretch._kept_compute(j)
-                total_j = base_total + stretch.snapshot_end_s(j)
-                return step_j, (
-                    before[0] + n * self.plan.step_s,
-                    before[1] + excess_s(compute_j, n * self.plan.step_s),
-                    before[2] + total_j - compute_j,
+            if history:
+                self._stretch_history(
+                    stretch, position, t0, before, base_compute, base_total, durable_before
                 )
-
-            if self.storage is not None and self.plan.backup_every:
-                for j in range(1, position.checkpoints + 1):
-                    if self.storage.wants_backup(before[3] + j):
-                        step_j, kept = kept_at(j)
-                        self.storage.checkpoint_durable(step_j, t0 + stretch.durable_s(j), kept)
-            if self.kept is not None:  # only the newest keep_last (and the one before) matter
-                first = max(1, position.checkpoints - self.plan.keep_last)
-                if first > 1:  # the stretch's older checkpoints are deleted already
-                    self.deleted_any = True
-                for j in range(first, position.checkpoints + 1):
-                    step_j, kept = kept_at(j)
-                    if j == position.checkpoints:  # exactly what the ledger holds now
-                        kept = (ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s)
-                    self._remember(step_j, t0 + stretch.snapshot_start_s(j), kept, before[3] + j)
             if self.timeline is not None:  # the carried work and the stretch's kept part
                 self._keep_oldest(
                     base_total + position.kept_s, position.durable_step, position.checkpoints
                 )
-            self.next_compute_s = self.next_other_s = 0.0
-            self.durable_step = position.durable_step
-            self.on_tier_again()
+
+    def keep_stretch(
+        self, durable_step: int, kept_compute_s: float, kept_s: float, checkpoints: int
+    ) -> None:
+        """The stretch's first `checkpoints` checkpoints are durable, up to `durable_step`:
+        the work carried into the stretch and its `kept_s` (of which `kept_compute_s`
+        compute) are kept; nothing is carried any more."""
+        carried_compute = self.next_compute_s
+        self.keep(
+            durable_step - self.durable_step,
+            carried_compute + kept_compute_s,
+            carried_compute + self.next_other_s + kept_s,
+            checkpoints,
+        )
+        self.next_compute_s = self.next_other_s = 0.0
+        self.durable_step = durable_step
+        self.on_tier_again()
+
+    def lose_stretch(self, lost_s: float, checkpoints_lost: int) -> None:
+        """The stretch's last `lost_s` and its `checkpoints_lost` snapshots that never became
+        durable are lost, and the job rolls back to its last durable checkpoint (`drop`)."""
+        ledger = self.ledger
+        ledger.lost_work_s += lost_s
+        ledger.checkpoints_lost += checkpoints_lost
+        self.drop()
+
+    def _stretch_history(
+        self,
+        stretch: Stretch,
+        position,
+        t0: float,
+        before: tuple[float, float, float, int],
+        base_compute: float,
+        base_total: float,
+        durable_before: int,
+    ) -> None:
+        """The stretch's durable checkpoints into the backups and the kept history, each with
+        the ledger's kept sums as they stood when it became durable (`before`: the sums and
+        the checkpoints written before the stretch's; `durable_before`: the durable step)."""
+        ledger = self.ledger
+
+        def kept_at(j: int) -> tuple[int, tuple[float, float, float]]:
+            """The step of the stretch's checkpoint j and the ledger's kept sums then."""
+            step_j = stretch.step_at_checkpoint(j)
+            n = step_j - durable_before
+            compute_j = base_compute + stretch._kept_compute(j)
+            total_j = base_total + stretch.snapshot_end_s(j)
+            return step_j, (
+                before[0] + n * self.plan.step_s,
+                before[1] + excess_s(compute_j, n * self.plan.step_s),
+                before[2] + total_j - compute_j,
+            )
+
+        if self.storage is not None and self.plan.backup_every:
+            for j in range(1, position.checkpoints + 1):
+                if self.storage.wants_backup(before[3] + j):
+                    step_j, kept = kept_at(j)
+                    self.storage.checkpoint_durable(step_j, t0 + stretch.durable_s(j), kept)
+        if self.kept is not None:  # only the newest keep_last (and the one before) matter
+            first = max(1, position.checkpoints - self.plan.keep_last)
+            if first > 1:  # the stretch's older checkpoints are deleted already
+                self.deleted_any = True
+            for j in range(first, position.checkpoints + 1):
+                step_j, kept = kept_at(j)
+                if j == position.checkpoints:  # exactly what the ledger holds now
+                    kept = (ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s)
+                self._remember(step_j, t0 + stretch.snapshot_start_s(j), kept, before[3] + j)
 
     def maybe_backup(self, step: int, durable_s: float) -> None:
         if self.storage is not None and self.storage.wants_backup(self.ledger.checkpoints_written):
@@ -438,18 +481,17 @@ class Progress:
         """The stretch ends at `position`: keep what is durable, lose the rest (roll back).
 
         With `memory` (a single-node failure and an in-memory level) the job rolls back
-        only to its newest in-memory checkpoint: the work up to it is carried, not lost.
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
+        only to its newest in-memory checkpoint: the work up to it is carried, not lost."""
         if self.timeline is not None:
             self._open(elapsed_s)
         self.book_durable(stretch, position, self.env.now - elapsed_s)
         if memory and self.roll_back_to_memory(stretch, position, elapsed_s):
             return
-        self.ledger.lost_work_s += elapsed_s - position.kept_s
-        self.ledger.checkpoints_lost += (
-            position.snapshots - position.checkpoints + int(position.aborted_write)
-        )
-        self.drop()  # traces all the open work (the stretch's rest, what was carried) as lost
+        # the stretch's rest, and its snapshots not durable (a sync write under way too)
+        self.lose_stretch(
+            elapsed_s - position.kept_s,
+            position.snapshots - position.checkpoints + int(position.aborted_write),
+        )  # `drop` traces all the open work (the stretch's rest, what was carried) as lost
 
     def roll_back_to_memory(self, stretch: Stretch, position, elapsed_s: float) -> bool:
         """Carry the work up to the newest in-memory checkpoint of the current window (and the

@@ -22,6 +22,124 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# ---- the schedule of a plain stretch (every step at one step time, no in-memory level), as
+# functions of plain figures: `Stretch` and the failure cycle in line (sim/engine/cycle.py)
+# both call them, so each rule is written once
+
+
+def plain_schedule(
+    start_step: int,
+    total_steps: int,
+    interval_steps: int,
+    step_s: float,
+    snapshot_s: float,
+    drain_s: float,
+    done_steps: float,
+    snapped_s: float,
+    pending_drain_s: float,
+) -> tuple[int, float, float, float, float, int, int, float, int, float, float]:
+    """A plain stretch's schedule: (steps of the first window, its work, S_1, a full
+    window's work, a full cycle, full cycles after the first, steps of the tail, its work,
+    checkpoints, when the tail's snapshot would end, S_n the last snapshot's end)."""
+    first = min(interval_steps, total_steps - start_step)
+    first_work = (first - done_steps) * step_s
+    first_s = max(first_work, pending_drain_s) + (snapshot_s - snapped_s)
+    full_work = interval_steps * step_s
+    cycle_s = max(full_work, drain_s) + snapshot_s
+    full_cycles, tail_steps = divmod(total_steps - start_step - first, interval_steps)
+    tail_work = tail_steps * step_s
+    tail_end = first_s + full_cycles * cycle_s + max(tail_work, drain_s) + snapshot_s
+    if tail_steps:
+        checkpoints, last_end = 2 + full_cycles, tail_end
+    else:
+        checkpoints, last_end = 1 + full_cycles, first_s + full_cycles * cycle_s
+    return (
+        first,
+        first_work,
+        first_s,
+        full_work,
+        cycle_s,
+        full_cycles,
+        tail_steps,
+        tail_work,
+        checkpoints,
+        tail_end,
+        last_end,
+    )
+
+
+def checkpoint_step(
+    k: int, start_step: int, first_steps: int, interval_steps: int, total_steps: int
+) -> int:
+    """The step checkpoint k of a stretch from `start_step` saves (0: the start)."""
+    if k == 0:
+        return start_step
+    return min(total_steps, start_step + first_steps + (k - 1) * interval_steps)
+
+
+def snapshot_end(
+    j: int, first_s: float, cycle_s: float, full_cycles: int, tail_end: float
+) -> float:
+    """S_j: when snapshot j (1-based) ends; the tail's (j past the full cycles) at `tail_end`."""
+    if j <= 0:
+        return 0.0
+    if j <= 1 + full_cycles:
+        return first_s + (j - 1) * cycle_s
+    return tail_end
+
+
+def kept_compute(k: int, full_cycles: int, first: float, full: float, tail: float) -> float:
+    """Compute of a stretch's first k windows: the first window's, the identical full
+    ones', and the tail's."""
+    if k == 0:
+        return 0.0
+    last_full = 1 + full_cycles
+    count = min(k, last_full) - 1
+    total = first + (count * full if count > 0 else 0.0)
+    if k > last_full:
+        total += tail
+    return total
+
+
+def sync_window(
+    elapsed_s: float,
+    first_s: float,
+    cycle_s: float,
+    full_cycles: int,
+    checkpoints: int,
+    tail_end: float,
+    first_work: float,
+    full_work: float,
+    tail_work: float,
+) -> tuple[int, float, float, float, float]:
+    """`elapsed_s` into a plain stretch with sync checkpoints and no drain, before its end:
+    (k snapshots ended, hence durable; S_k; the compute of those k windows; the compute and
+    the snapshot time of the window since)."""
+    if elapsed_s < first_s:  # S_1
+        k, kept_s = 0, 0.0
+    else:  # before the stretch's end: k < checkpoints
+        k = 1 + int((elapsed_s - first_s) // cycle_s)
+        k = max(1, min(k, checkpoints - 1))
+        while (
+            k + 1 <= checkpoints
+            and snapshot_end(k + 1, first_s, cycle_s, full_cycles, tail_end) <= elapsed_s
+        ):
+            k += 1
+        kept_s = snapshot_end(k, first_s, cycle_s, full_cycles, tail_end)
+        while k >= 1 and kept_s > elapsed_s:
+            k -= 1
+            kept_s = snapshot_end(k, first_s, cycle_s, full_cycles, tail_end)
+    window_s = elapsed_s - kept_s
+    if k < checkpoints:
+        # the work toward snapshot k + 1
+        work = first_work if k == 0 else (full_work if k + 1 <= 1 + full_cycles else tail_work)
+        window_compute_s = min(window_s, work)
+        window_snapshot_s = max(0.0, window_s - max(work, 0.0))
+    else:
+        window_compute_s = window_snapshot_s = 0.0
+    compute = kept_compute(k, full_cycles, first_work, full_work, tail_work)
+    return k, kept_s, compute, window_compute_s, window_snapshot_s
+
 
 @dataclass(slots=True)
 class Position:
@@ -70,6 +188,7 @@ class Stretch:
         "tail_steps",
         "checkpoints",
         "last_snapshot_end_s",
+        "tail_end_s",
         "duration_s",
     )
 
@@ -107,26 +226,30 @@ class Stretch:
             # the common case in line: every step at `step_s`, no in-memory checkpoints (the
             # same arithmetic as the general case below, whose extra terms are all zero)
             self.plain = True
-            first = self.first_steps
-            self.first_compute_s = self.first_work_s = (first - done_steps) * step_s
-            self.first_s = max(self.first_work_s, pending_drain_s) + (snapshot_s - snapped_s)
-            self.full_work_s = interval_steps * step_s
-            self.cycle_s = max(self.full_work_s, drain_s) + snapshot_s
-            self.full_cycles, self.tail_steps = divmod(
-                total_steps - start_step - first, interval_steps
+            (
+                _,
+                self.first_work_s,
+                self.first_s,
+                self.full_work_s,
+                self.cycle_s,
+                self.full_cycles,
+                self.tail_steps,
+                self.tail_work_s,
+                self.checkpoints,
+                self.tail_end_s,
+                self.last_snapshot_end_s,
+            ) = plain_schedule(
+                start_step,
+                total_steps,
+                interval_steps,
+                step_s,
+                snapshot_s,
+                drain_s,
+                done_steps,
+                snapped_s,
+                pending_drain_s,
             )
-            self.tail_work_s = self.tail_steps * step_s
-            if self.tail_steps:
-                self.checkpoints = 2 + self.full_cycles
-                self.last_snapshot_end_s = (
-                    self.first_s
-                    + self.full_cycles * self.cycle_s
-                    + max(self.tail_work_s, drain_s)
-                    + snapshot_s
-                )
-            else:
-                self.checkpoints = 1 + self.full_cycles
-                self.last_snapshot_end_s = self.first_s + self.full_cycles * self.cycle_s
+            self.first_compute_s = self.first_work_s
             self.duration_s = self.last_snapshot_end_s + drain_s
             return
         assert not (memory_every and self.slow_step_s != step_s), (
@@ -145,6 +268,12 @@ class Stretch:
         self.tail_work_s = self._work(self.tail_steps, drain_s)
         self.tail_work_s += self._memory_snapshots(0, self.tail_steps) * memory_s
         self.checkpoints = 1 + self.full_cycles + (1 if self.tail_steps else 0)
+        self.tail_end_s = (
+            self.first_s
+            + self.full_cycles * self.cycle_s
+            + max(self.tail_work_s, drain_s)
+            + snapshot_s
+        )
         self.last_snapshot_end_s = self.snapshot_end_s(self.checkpoints)
         self.duration_s = self.last_snapshot_end_s + drain_s
 
@@ -152,12 +281,7 @@ class Stretch:
 
     def snapshot_end_s(self, j: int) -> float:
         """S_j: when snapshot j (1-based) ends."""
-        if j <= 0:
-            return 0.0
-        if j <= 1 + self.full_cycles:
-            return self.first_s + (j - 1) * self.cycle_s
-        before = self.first_s + self.full_cycles * self.cycle_s
-        return before + max(self.tail_work_s, self.drain_s) + self.snapshot_s
+        return snapshot_end(j, self.first_s, self.cycle_s, self.full_cycles, self.tail_end_s)
 
     def durable_s(self, j: int) -> float:
         """T_j: when checkpoint j is durable (the last one: when the stretch ends)."""
@@ -239,10 +363,8 @@ class Stretch:
         )
 
     def step_at_checkpoint(self, k: int) -> int:
-        if k == 0:
-            return self.start_step
-        return min(
-            self.total_steps, self.start_step + self.first_steps + (k - 1) * self.interval_steps
+        return checkpoint_step(
+            k, self.start_step, self.first_steps, self.interval_steps, self.total_steps
         )
 
     def _count(self, elapsed_s: float, end) -> int:
@@ -308,52 +430,46 @@ class Stretch:
 
     def _sync_position(self, elapsed_s: float) -> Position:
         """`position` of a plain stretch with sync checkpoints and no drain pending: a
-        snapshot is durable when it ends (the same figures, fewer steps).
-        (Repeated in line by sim/engine/cycle.py: a change here is a change there.)"""
-        end = self.snapshot_end_s
-        n = self.checkpoints
-        if elapsed_s < self.first_s:  # end(1)
-            k = 0
-        else:  # before the stretch's end (above): k < n
-            k = 1 + int((elapsed_s - self.first_s) // self.cycle_s)
-            k = max(1, min(k, n - 1))
-            while k + 1 <= n and end(k + 1) <= elapsed_s:
-                k += 1
-            while k >= 1 and end(k) > elapsed_s:
-                k -= 1
-        kept_s = end(k)
-        window_s = elapsed_s - kept_s
-        if k < n:
-            work = self.work_s(k + 1)
-            window_compute_s = min(window_s, work)
-            window_snapshot_s = max(0.0, window_s - max(work, 0.0))
-        else:
-            window_compute_s = window_snapshot_s = 0.0
+        snapshot is durable when it ends (`sync_window`'s figures)."""
+        k, kept_s, kept_compute_s, window_compute_s, window_snapshot_s = sync_window(
+            elapsed_s,
+            self.first_s,
+            self.cycle_s,
+            self.full_cycles,
+            self.checkpoints,
+            self.tail_end_s,
+            self.first_work_s,
+            self.full_work_s,
+            self.tail_work_s,
+        )
         return Position(
-            checkpoints=k,
-            pending_durable=False,
-            durable_step=self.step_at_checkpoint(k) if k else self.durable_before,
-            kept_s=kept_s,
-            kept_compute_s=self._kept_compute(k),
-            snapshots=k,
-            window_s=window_s,
-            window_compute_s=window_compute_s,
-            window_snapshot_s=window_snapshot_s,
-            last_window_s=0.0,
-            last_window_compute_s=0.0,
-            aborted_write=window_snapshot_s > 0,
+            k,  # checkpoints
+            False,  # pending_durable
+            self.step_at_checkpoint(k) if k else self.durable_before,  # durable_step
+            kept_s,
+            kept_compute_s,
+            k,  # snapshots
+            elapsed_s - kept_s,  # window_s
+            window_compute_s,
+            window_snapshot_s,
+            0.0,  # last_window_s
+            0.0,  # last_window_compute_s
+            window_snapshot_s > 0,  # aborted_write
         )
 
     def _kept_compute(self, k: int) -> float:
-        """Compute of the stretch's first k windows (starved reads included): the first
-        window, the identical full ones, and the tail."""
-        if k == 0:
-            return 0.0
-        full = min(k, 1 + self.full_cycles) - 1
-        total = self.compute_s(1) + (full * self.compute_s(2) if full > 0 else 0.0)
-        if k > 1 + self.full_cycles:
-            total += self.compute_s(k)
-        return total
+        """Compute of the stretch's first k windows (starved reads included)."""
+        if self.plain:
+            return kept_compute(
+                k, self.full_cycles, self.first_work_s, self.full_work_s, self.tail_work_s
+            )
+        return kept_compute(
+            k,
+            self.full_cycles,
+            self.compute_s(1),
+            self.compute_s(2),
+            self.compute_s(self.checkpoints),
+        )
 
     def next_checkpoint(self, elapsed_s: float) -> int:
         """Number (1-based) of the first checkpoint that becomes durable after `elapsed_s`."""
