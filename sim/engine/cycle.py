@@ -40,13 +40,17 @@ ENABLED = True
 
 @dataclass(slots=True)
 class Cycles:
-    """Where `run_cycles` handed back: `failure` is None when the job is at the start of a
-    stretch (the general path plans it); otherwise a failure it booked, with how far its
-    outage got (`stage`, and the failures detected together once past detection)."""
+    """Where `run_cycles` handed back: `failure` is None when the job trains (the general
+    path plans the stretch, from `started_s` when one is under way); otherwise a failure it
+    booked, with how far its outage got (`stage`, and the failures detected together once
+    past detection)."""
 
     failure: Failure | None = None
     stage: int = QUICK_NONE
     failures: list[Failure] | None = None
+    # with no failure: when the stretch under way began (its clock may have moved past a
+    # vacant slot's draw, `SuperposedSource`), or None at the start of a stretch
+    started_s: float | None = None
 
 
 def eligible(job) -> bool:
@@ -72,11 +76,14 @@ def eligible(job) -> bool:
     )
 
 
-def _strike(job, source, now: float) -> Failure:
+def _strike(job, source, now: float) -> Failure | None:
     """`FailureSource.fire` and `FailureRouter.route` as an order of calls (the job runs; no
     silent class, no handler, no incident log): the component's lifetime renewed, the
-    failure counted (and as a lemon's). Returns the failure."""
+    failure counted (and as a lemon's). Returns the failure (None: a superposed class drew
+    a vacant slot, no failure)."""
     index = source.renew()
+    if index < 0:
+        return None
     per_node = source.per_node
     job.router.count(source.failure_class.index, index // per_node if per_node else -1)
     return source.failure(index, now)
@@ -147,18 +154,23 @@ def _cycles(job) -> Cycles:
         if idle is not None:
             idle.resume()
         until = min(t0 + duration, deadline)
-        wake, source = clocks.next()
-        if wake >= until or (queue and queue[0][0] <= wake):
-            return Cycles()  # the stretch ends first, or something else is due: the general path
-        now = t0 + max(0.0, wake - t0)
-        elapsed = now - t0
-        if elapsed >= duration:
-            return Cycles()
-        # ---- the failure strikes (`Job._wait`, the source's `fire`, the router)
-        env._now = now
-        if calendar.due_s <= now:  # before any decision: the nodes back by now
-            calendar.advance(now)
-        failure = _strike(job, source, now)
+        while True:  # `Job._wait`, until a failure (a vacant slot's draw is none)
+            wake, source = clocks.next()
+            if wake >= until or (queue and queue[0][0] <= wake):
+                # the stretch ends first, or something else is due: the general path
+                return Cycles(started_s=t0)
+            now = env._now
+            now = now + max(0.0, wake - now)
+            elapsed = now - t0
+            if elapsed >= duration:
+                return Cycles(started_s=t0)
+            # ---- the failure strikes (`Job._wait`, the source's `fire`, the router)
+            env._now = now
+            if calendar.due_s <= now:  # before any decision: the nodes back by now
+                calendar.advance(now)
+            failure = _strike(job, source, now)
+            if failure is not None:
+                break
         job._in_memory = False  # the job is down: its state is no longer on its GPUs
         # ---- the stretch booked (`Stretch.position`, `Progress.book`)
         k, kept_s, kept_compute_s, _, window_snapshot_s = sync_window(

@@ -354,9 +354,12 @@ class FailureSource:
 
     def fire(self) -> None:
         """The class's next failure is due now (the job's wait reached it): renew the
-        component's lifetime and send the failure out."""
+        component's lifetime and send the failure out (none when a superposed class drew a
+        vacant slot)."""
         now = self.env._now
-        self.strike(self.failure(self.renew(), now))
+        index = self.renew()
+        if index >= 0:
+            self.strike(self.failure(index, now))
 
     def renew(self) -> int:
         """The component whose failure `clocks.next` found (now) starts a new lifetime, at
@@ -612,6 +615,11 @@ class SuperposedSource(FailureSource):
     their rates change, the hazard left stays and only the end moves: a node swapped in
     starts nothing, and nothing is drawn but one lifetime and one uniform per failure.
 
+    A node that leaves the job leaves its slot vacant, its weight still in the sum: a
+    failure drawn in a vacant slot is none (`renew` returns -1; thinning again, exact for
+    the same reason), and a node that enters the slot at the same weight changes nothing.
+    So the common swap (a node out, a spare in) moves no end and costs two flags.
+
     The components in use are kept in groups of equal weight (sound nodes and lemons: two),
     so a change and a pick cost a few steps whatever the fleet; weights that all differ (a
     node's own rate, `node_rate_cv`) are kept in a Fenwick tree instead (O(log n) a change
@@ -627,6 +635,7 @@ class SuperposedSource(FailureSource):
         size = len(self.ends)
         self.ends = []  # no clock per component: `end` is the class's one
         self.weights = [0.0] * size  # 0: not in use
+        self.vacant = [False] * size  # its node left; its weight is still in the sum
         self.in_use = 0
         # groups of equal weight: weight -> its components, and where each component sits
         self._groups: dict[float, list[int]] = {}
@@ -758,23 +767,33 @@ class SuperposedSource(FailureSource):
         """Nodes entered these slots, or their rates changed (no age: `mid_life` is moot)."""
         if self.per_node == 0 or node_slots.size == 0:
             return
+        vacant = self.vacant
         for slot in node_slots.tolist():
+            vacant[slot] = False
             self._use(slot, self._weight(slot))
         self._retime()
 
     def activate_one(self, slot: int, scale: float, mid_life: bool = False) -> None:
-        self._use(slot, 1.0 / scale if scale != 1.0 else 1.0)
+        weight = 1.0 / scale if scale != 1.0 else 1.0
+        if self.vacant[slot]:
+            self.vacant[slot] = False
+            if self.weights[slot] == weight:
+                return  # the slot's weight never left the sum: nothing moves
+        self._use(slot, weight)
         self._retime()
 
     def deactivate_one(self, slot: int) -> None:
+        """The node in `slot` left: the slot is vacant (its weight stays in the sum)."""
         if self.weights[slot]:
-            self._drop(slot)
-            self._retime()
+            self.vacant[slot] = True
 
     def deactivate(self, node_slots: np.ndarray) -> None:
+        """The job let these slots go: their weights leave the sum."""
         if self.per_node == 0:
             return
+        vacant = self.vacant
         for slot in node_slots.tolist():
+            vacant[slot] = False
             self._drop(slot)
         self._retime()
 
@@ -826,7 +845,8 @@ class SuperposedSource(FailureSource):
 
     def renew(self) -> int:
         """The class's failure due now: the component struck, drawn in proportion to the
-        rates; a fresh lifetime for the class. Returns the component."""
+        rates; a fresh lifetime for the class. Returns the component, or -1 when the
+        component drawn is a vacant slot (no failure)."""
         if self._u_next >= len(self._uniforms):  # blocks of 8, 16, ... up to BUFFER
             self._uniforms = self.rng.random(min(BUFFER, 2 * len(self._uniforms) or 8)).tolist()
             self._u_next = 0
@@ -836,4 +856,4 @@ class SuperposedSource(FailureSource):
         self.left = self._draw1()
         self.since = now
         self.end = now + self.left / self.total
-        return victim
+        return -1 if self.vacant[victim] else victim

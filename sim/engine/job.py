@@ -292,11 +292,13 @@ class Job:
         env, plan = self.env, self.plan
         deadline = plan.horizon_s
         while True:
+            started = None
             if self._cycles:  # failure cycles in line, as long as nothing else is due
                 cycles = run_cycles(self)
                 if cycles.failure is not None:
                     self._handed = cycles
                     return cycles.failure
+                started = cycles.started_s  # a stretch under way, or None
             nodes = self.cluster.active
             shape = self._shapes.get(nodes)
             if shape is None:  # the plan's figures for the job's size (pure: computed once)
@@ -310,7 +312,7 @@ class Job:
                     plan.slow_step_s(nodes, replicas),
                 )
             stretch = self.stretch(shape)
-            t0 = env.now
+            t0 = env.now if started is None else started
             if self.idle is not None:
                 self.idle.resume()
             # an elastic job that is short of nodes grows back at its next checkpoint, and

@@ -42,7 +42,7 @@ def stream(seed: int, replica: int, name: str, index: int = 0) -> np.random.Gene
 # entropy: the seed's four 32-bit words, then the replica, stream and index; hash
 # constants that depend only on how many words were mixed before): the same numbers
 # (tests/engine/test_streams.py checks them against numpy) at half the cost of numpy's
-# object, and the pool after the seed and the replica is kept for the replica's next stream.
+# object, and the pools after the seed, the replica and the stream are kept for the next.
 _M = 0xFFFFFFFF
 _MULT_A, _MULT_B = 0x931E8875, 0x58F38DED
 _MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
@@ -55,7 +55,9 @@ for _ in range(8):
 # the (xor, multiply) constants of entropy word 4 (the replica), 5 (the stream), 6 (the index)
 _WORD = [tuple((_HA[k + d], _HA[k + d + 1]) for d in range(4)) for k in (16, 20, 24)]
 _OUT = tuple((_HB[i], _HB[i + 1]) for i in range(8))
-_pools: dict[tuple[int, int], tuple[int, int, int, int]] = {}  # (seed, replica) -> pool
+# (seed, replica) and (seed, replica, stream) -> the pool after them (a replica's streams
+# share the first, a failure class's streams of one kind the second)
+_pools: dict[tuple, tuple[int, int, int, int]] = {}
 _seed_pools: dict[int, tuple[int, int, int, int]] = {}  # seed -> pool (one seed per run)
 
 
@@ -106,17 +108,30 @@ def _mix(pool: tuple[int, int, int, int], word: int, consts) -> tuple[int, int, 
 
 
 def _words(seed: int, replica: int, stream_id: int, index: int) -> np.ndarray:
-    pool = _pools.get((seed, replica))
+    pool = _pools.get((seed, replica, stream_id))
     if pool is None:
-        if len(_pools) > 64:
+        if len(_pools) > 256:
             _pools.clear()
-        pool = _pools[(seed, replica)] = _mix(_seed_pool(seed), replica, _WORD[0])
-    pool = _mix(_mix(pool, stream_id, _WORD[1]), index, _WORD[2])
-    out = []
-    for i, (a, b) in enumerate(_OUT):
-        v = ((pool[i & 3] ^ a) * b) & _M
-        out.append(v ^ (v >> 16))
-    return np.array(out, dtype=np.uint32).view(np.uint64)
+        before = _pools.get((seed, replica))
+        if before is None:
+            before = _pools[(seed, replica)] = _mix(_seed_pool(seed), replica, _WORD[0])
+        pool = _pools[(seed, replica, stream_id)] = _mix(before, stream_id, _WORD[1])
+    p0, p1, p2, p3 = _mix(pool, index, _WORD[2])
+    # the eight output words, paired little-endian into the four 64-bit words of the key
+    (a0, b0), (a1, b1), (a2, b2), (a3, b3), (a4, b4), (a5, b5), (a6, b6), (a7, b7) = _OUT
+    v0, v1 = ((p0 ^ a0) * b0) & _M, ((p1 ^ a1) * b1) & _M
+    v2, v3 = ((p2 ^ a2) * b2) & _M, ((p3 ^ a3) * b3) & _M
+    v4, v5 = ((p0 ^ a4) * b4) & _M, ((p1 ^ a5) * b5) & _M
+    v6, v7 = ((p2 ^ a6) * b6) & _M, ((p3 ^ a7) * b7) & _M
+    return np.array(
+        [
+            (v0 ^ (v0 >> 16)) | (v1 ^ (v1 >> 16)) << 32,
+            (v2 ^ (v2 >> 16)) | (v3 ^ (v3 >> 16)) << 32,
+            (v4 ^ (v4 >> 16)) | (v5 ^ (v5 >> 16)) << 32,
+            (v6 ^ (v6 >> 16)) | (v7 ^ (v7 >> 16)) << 32,
+        ],
+        dtype=np.uint64,
+    )
 
 
 class _Key(ISeedSequence):
