@@ -70,3 +70,49 @@ def test_failures_follow_the_superposed_poisson_process(monkeypatch, layout):
     share = LEMONS * MULTIPLIER / (NODES - LEMONS + LEMONS * MULTIPLIER)
     se = math.sqrt(share * (1 - share) / count)
     assert abs(lemon_count / count - share) < 3 * se, (lemon_count / count, share)
+
+
+# Vacant slots: a node class that sends its node to repair, no spares, no detection time. Each
+# slot then alternates on its own between holding a node (which fails at rate λ) and waiting
+# for that node's repair (exponential, mean 1/μ), the job refilling it the moment the node is
+# back (it waits for nodes holding its slots). So each slot is a two-state Markov chain that
+# starts up, and its expected failures over a fixed horizon T (the run never finishes) are
+# λ·(μ/(λ+μ)·T + λ/(λ+μ)²·(1 − e^{−(λ+μ)T})). The superposed clock keeps a vacant slot's
+# weight in its sum and draws no failure there: this holds only if that thinning is exact.
+HORIZON_DAYS, REPAIR_DAYS = 60.0, 2.0
+
+
+def vacancy_doc() -> dict:
+    return merge(
+        TINY,
+        {
+            "model": {"tokens": 1e15},  # never finishes: every replica runs to the horizon
+            "cluster": {"nodes": NODES, "gpus_per_node": 1, "spare_nodes": 0},
+            "failures": [
+                {
+                    "name": "host",
+                    "scope": "node",
+                    "rate_per_1k_gpu_day": RATE_PER_NODE_DAY * 1000,
+                    "replace": True,
+                    "detect_minutes": 0,
+                    "repair_hours": REPAIR_DAYS * 24,
+                }
+            ],
+            "simulation": {"horizon_days": HORIZON_DAYS},
+        },
+    )
+
+
+@pytest.mark.parametrize("layout", ["groups", "tree", "per node"])
+def test_vacant_slots_fail_as_the_two_state_chain_says(monkeypatch, layout):
+    monkeypatch.setattr(failures, "SUPERPOSE", layout != "per node")
+    if layout == "tree":
+        monkeypatch.setattr(failures.SuperposedSource, "GROUPS", 0)
+    plan = build_plan(load_document(vacancy_doc(), "vacancies").base)
+    counts = [simulate_replica(plan, r, 5).failures for r in range(60)]
+    lam, mu, t = RATE_PER_NODE_DAY, 1 / REPAIR_DAYS, HORIZON_DAYS
+    per_slot = lam * (mu / (lam + mu) * t + lam / (lam + mu) ** 2 * (1 - math.exp(-(lam + mu) * t)))
+    expected = NODES * per_slot
+    mean = sum(counts) / len(counts)
+    sd = math.sqrt(sum((c - mean) ** 2 for c in counts) / (len(counts) - 1))
+    assert abs(mean - expected) < 3 * sd / math.sqrt(len(counts)), (mean, expected)
