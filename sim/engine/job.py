@@ -17,6 +17,7 @@ traced by `Progress` when its work is kept or lost.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 import math
@@ -167,6 +168,33 @@ class Job:
         """A failure reaches the job (counted by the router, not here)."""
         if self.running:
             self._notify(failure)
+
+    def silent_struck(self, failure: Failure) -> None:
+        """A silent corruption struck the job's state (counted by the router): nobody notices
+        until its detection, when it is found if it is still in the state (no recovery since
+        restarted from before it), on the nodes that still serve where it struck, and goes
+        back through the router to its owner."""
+        cluster = self.cluster
+        node_ids = [int(cluster.slot_node[slot]) for slot in failure.nodes]
+
+        def found(_) -> None:
+            if self.progress.corruption_gone(failure.time_s):
+                return  # a recovery since restarted from before it: nothing left to find
+            nodes = tuple(
+                slot
+                for slot, node in zip(failure.nodes, node_ids)
+                if cluster.slot_node[slot] == node
+            )
+            later = dataclasses.replace(
+                failure,
+                time_s=failure.time_s + failure.detect_s,
+                detect_s=0.0,
+                since_s=failure.time_s,
+                nodes=nodes,
+            )
+            self.router.found(later, failure)
+
+        self.env.timeout(failure.detect_s).callbacks.append(found)
 
     def storage_changed(self, lost_data: bool) -> None:
         if self.process is not None and self.process.is_alive:

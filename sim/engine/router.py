@@ -6,8 +6,8 @@ and hands it to the owner of the struck component: the fabric, the storage tier,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
+from sim.engine.cluster import Cluster
 from sim.engine.events import Failure
 from sim.engine.job import Job
 from sim.engine.ledger import Ledger
@@ -17,11 +17,14 @@ class FailureRouter:
     """The one door every failure passes through, from the failure sources and from tests
     that inject failures: counted once (only while the job runs), then handed to the
     owner of the struck component: the fabric for cables and switches (a leaf switch
-    comes back to the job as a failure of its nodes), the storage tier, or the job."""
+    comes back to the job as a failure of its nodes), the storage tier, or the job. A
+    silent corruption goes to the job, which notices it at its detection (`Job.silent_struck`)
+    and sends it back through here (`found`) to its owner."""
 
-    def __init__(self, ledger: Ledger, job: Job):
+    def __init__(self, ledger: Ledger, job: Job, cluster: Cluster):
         self.ledger = ledger
         self.job = job
+        self.cluster = cluster
         self.handlers: dict[str, Callable[[Failure], None]] = {}
         self.faults_matter = job.plan.faults_matter
         self.attributable = [fc.attributable for fc in job.plan.failure_classes]
@@ -45,37 +48,21 @@ class FailureRouter:
         if self.incidents is not None:
             self._log(failure)
         if self.silent[failure.class_index]:  # nobody notices until its detection
-            cluster = self.job.cluster
-            node_ids = [int(cluster.slot_node[slot]) for slot in failure.nodes]
-
-            def found(_) -> None:
-                if self.job.progress.corruption_gone(failure.time_s):
-                    return  # a recovery since restarted from before it: nothing left to find
-                # the faulty node leaves only if it still serves where it struck
-                nodes = tuple(
-                    slot
-                    for slot, node in zip(failure.nodes, node_ids)
-                    if cluster.slot_node[slot] == node
-                )
-                later = replace(
-                    failure,
-                    time_s=failure.time_s + failure.detect_s,
-                    detect_s=0.0,
-                    since_s=failure.time_s,
-                    nodes=nodes,
-                )
-                if self.incidents is not None:
-                    self.incidents.alias(later, failure)
-                self.route(later)
-
-            self.job.env.timeout(failure.detect_s).callbacks.append(found)
+            self.job.silent_struck(failure)
             return
         self.handlers.get(failure.scope, self.job.strike)(failure)
+
+    def found(self, found: Failure, struck: Failure) -> None:
+        """A silent corruption (`struck`) is noticed now (`found`, by `Job.silent_struck`):
+        logged as the same incident, and handed to its owner."""
+        if self.incidents is not None:
+            self.incidents.alias(found, struck)
+        self.route(found)
 
     def _log(self, failure: Failure) -> None:
         """The failure into the incident log: its node (the first it struck) and whether that
         node had a lasting fault."""
-        cluster = self.job.cluster
+        cluster = self.cluster
         node = int(cluster.slot_node[failure.nodes[0]]) if failure.nodes else -1
         lasting = node >= 0 and bool(cluster.faulty[node])
         self.incidents.struck(failure, node, lasting)
@@ -89,6 +76,6 @@ class FailureRouter:
             self.faults_matter
             and slot >= 0
             and self.attributable[class_index]
-            and self.job.cluster.is_faulty(slot)
+            and self.cluster.is_faulty(slot)
         ):
             self.ledger.failures_lemon += 1

@@ -193,7 +193,7 @@ def simulate_replica(
     if plan.stragglers is not None or plan.health_checks is not None:
         cluster.on_left = job.slot_left  # nodes to drain, stragglers: gone with their node
     job_ref.append(job)
-    router = FailureRouter(ledger, job)
+    router = FailureRouter(ledger, job, cluster)
     router_ref.append(router)
     job.router = router
     log = Incidents() if incidents else None
