@@ -679,14 +679,8 @@ class Job:
         if self.idle is not None:
             self.idle.pause()
         failures = [first]
-        began = now
-        while now < end:
-            start = now
-            cause = self._quick_wait(end)
-            now = env._now
-            ledger.downtime_s = ledger.downtime_s + now - start
-            if isinstance(cause, Failure):
-                failures.append(cause)
+        self._quick_down(end, failures)
+        began, now = now, env._now
         ledger.detect_s += now - began
         progress = self.progress
         if progress.from_memory and (
@@ -730,22 +724,31 @@ class Job:
         ledger.restarts += 1
         if self.idle is not None:
             self.idle.pause()
-        began = now
-        abort = None
-        while now < end:
-            start = now
-            cause = self._quick_wait(end)
-            now = env._now
-            ledger.downtime_s = ledger.downtime_s + now - start
-            if isinstance(cause, Failure):
-                abort = cause
-                break
+        abort = self._quick_down(end, None)
+        began, now = now, env._now
         took = now - began
         if took > plan.restart_s:
             ledger.checkpoint_load_s += took - plan.restart_s
             took = plan.restart_s
         ledger.restart_s += took
         return QUICK_ALL, abort
+
+    def _quick_down(self, end: float, merge: list[Failure] | None) -> Failure | None:
+        """The job is down until `end` (nothing else is due before it): the clock moves in
+        line, each move booked to downtime; a failure meanwhile merges into `merge`, or,
+        without one, ends the wait and is returned."""
+        env, ledger = self.env, self.ledger
+        now = env._now
+        while now < end:
+            start = now
+            cause = self._quick_wait(end)
+            now = env._now
+            ledger.downtime_s = ledger.downtime_s + now - start
+            if isinstance(cause, Failure):
+                if merge is None:
+                    return cause
+                merge.append(cause)
+        return None
 
     def _quick_wait(self, until: float):
         """`_wait` for `_quick_outage`: the clock moves to the next failure or to `until`
