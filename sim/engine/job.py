@@ -635,7 +635,7 @@ class Job:
             while self.progress.durable_step > 0 and self.progress.newest_corrupt():
                 # the load fails after reading it: fall back to the previous kept checkpoint
                 failure = yield from self._hold(
-                    self.plan.load_s(nodes), "checkpoint_load_s", "load corrupt checkpoint"
+                    self._load_s(nodes), "checkpoint_load_s", "load corrupt checkpoint"
                 )
                 if failure is not None:
                     return failure
@@ -645,7 +645,7 @@ class Job:
                     return (yield from self._restart())
                 self.progress.fall_back()
             if self.progress.durable_step > 0:
-                load = self.plan.load_s(nodes)
+                load = self._load_s(nodes)
         duration = self.plan.restart_s + load
         self.progress.from_memory = False
         self.ledger.restarts += 1
@@ -659,6 +659,13 @@ class Job:
                 from_step=self.progress.durable_step,
             )
         )
+
+    def _load_s(self, nodes: int) -> float:
+        """The checkpoint load from the tier on `nodes` nodes (the plan's, kept per size)."""
+        load = self._loads.get(nodes)
+        if load is None:
+            load = self._loads[nodes] = self.plan.load_s(nodes)
+        return load
 
     def _quick_outage(self, first: Failure):
         """Detection, replacement and restart computed in line, without a SimPy event, while
@@ -712,9 +719,7 @@ class Job:
                 progress.tier_down() or progress.newest_corrupt()
             ):
                 return QUICK_REPLACED, failures
-            load = self._loads.get(nodes)
-            if load is None:
-                load = self._loads[nodes] = plan.load_s(nodes)
+            load = self._load_s(nodes)
         end = now + (plan.restart_s + load)
         if inbox or end > deadline or (queue and queue[0][0] <= end):
             return QUICK_REPLACED, failures
