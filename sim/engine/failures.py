@@ -639,7 +639,7 @@ class SuperposedSource(FailureSource):
         self.in_use = 0
         # groups of equal weight: weight -> its components, and where each component sits
         self._groups: dict[float, list[int]] = {}
-        self._where: dict[int, int] = {}
+        self._where: dict[int, int] | None = None  # built when first needed (`_places`)
         self._tree: list[float] | None = None  # Fenwick tree of the weights (all differ)
         self._top = 1 << max(0, size.bit_length() - 1)  # the tree walk's first step
         self._sum = 0.0  # the summed weights in use now
@@ -666,7 +666,7 @@ class SuperposedSource(FailureSource):
             self._add(component, weight - old)
         else:
             group = self._groups.setdefault(weight, [])
-            self._where[component] = len(group)
+            self._places()[component] = len(group)
             group.append(component)
 
     def _drop(self, component: int) -> None:
@@ -683,11 +683,25 @@ class SuperposedSource(FailureSource):
 
     def _leave_group(self, component: int, weight: float) -> None:
         group = self._groups[weight]
-        place = self._where.pop(component)
+        where = self._places()
+        place = where.pop(component)
         last = group.pop()
         if last != component:
             group[place] = last
-            self._where[last] = place
+            where[last] = place
+
+    def _places(self) -> dict[int, int]:
+        """Where each component in use sits in its group: built when a component first
+        joins or leaves a group after the build (a replica whose swaps keep their weights
+        never needs it)."""
+        where = self._where
+        if where is None:
+            where = self._where = {
+                component: place
+                for group in self._groups.values()
+                for place, component in enumerate(group)
+            }
+        return where
 
     def _add(self, component: int, delta: float) -> None:
         tree = self._tree
@@ -738,7 +752,7 @@ class SuperposedSource(FailureSource):
         self.in_use = size
         self._sum = float(size)
         self._groups[1.0] = members
-        self._where = dict(zip(members, members))
+        self._where = None
         self._retime()
 
     def _fill_from(self, weights: np.ndarray) -> None:
@@ -758,9 +772,8 @@ class SuperposedSource(FailureSource):
             self._tree = tree
         else:
             for value in values.tolist():
-                members = np.flatnonzero(weights == value).tolist()
-                self._groups[value] = members
-                self._where.update(zip(members, range(len(members))))
+                self._groups[value] = np.flatnonzero(weights == value).tolist()
+            self._where = None
         self._retime()
 
     def activate(self, node_slots: np.ndarray, mid_life: np.ndarray | None = None) -> None:

@@ -739,14 +739,36 @@ class Job:
         return QUICK_ALL, abort
 
     def _quick_down(self, end: float, merge: list[Failure] | None) -> Failure | None:
-        """The job is down until `end` (nothing else is due before it): the clock moves in
-        line, each move booked to downtime; a failure meanwhile merges into `merge`, or,
-        without one, ends the wait and is returned."""
-        env, ledger = self.env, self.ledger
+        """`_wait` for `_quick_outage`, while the job is down until `end` (nothing else is
+        due before it): the clock moves in line to each failure before `end` (handled in
+        line, as `_wait` handles it) and to `end`, the time booked to downtime as each cause
+        comes; a failure meanwhile merges into `merge`, or, without one, ends the wait and
+        is returned."""
+        env, ledger, inbox = self.env, self.ledger, self._inbox
+        calendar, clocks = self.cluster.calendar, self.clocks
         now = env._now
         while now < end:
             start = now
-            cause = self._quick_wait(end)
+            while True:  # to the next cause, or to `end`
+                if inbox:
+                    cause = inbox.popleft()
+                    break
+                wake, due = clocks.next()
+                if wake >= end:
+                    wake, due = end, None
+                now = env._now
+                now = env._now = now + max(0.0, wake - now)
+                was, self._in_line = self._in_line, True  # (the cycle in line is already)
+                try:
+                    if calendar.due_s <= now:  # before any decision: the nodes back by now
+                        calendar.advance(now)
+                    if due is not None:
+                        due.fire()
+                finally:
+                    self._in_line = was
+                if due is None and not inbox:
+                    cause = None
+                    break
             now = env._now
             ledger.downtime_s = ledger.downtime_s + now - start
             if isinstance(cause, Failure):
@@ -754,29 +776,6 @@ class Job:
                     return cause
                 merge.append(cause)
         return None
-
-    def _quick_wait(self, until: float):
-        """`_wait` for `_quick_outage`: the clock moves to the next failure or to `until`
-        (nothing else is due before it), the failure handled in line. Returns the cause."""
-        env, inbox, calendar, clocks = self.env, self._inbox, self.cluster.calendar, self.clocks
-        while True:
-            if inbox:
-                return inbox.popleft()
-            wake, due = clocks.next()
-            if wake >= until:
-                wake, due = until, None
-            now = env._now
-            now = env._now = now + max(0.0, wake - now)
-            was, self._in_line = self._in_line, True  # (the cycle in line is in line already)
-            try:
-                if calendar.due_s <= now:  # before any decision: the nodes back by now
-                    calendar.advance(now)
-                if due is not None:
-                    due.fire()
-            finally:
-                self._in_line = was
-            if due is None and not inbox:
-                return None
 
     def _hold(
         self,
