@@ -134,6 +134,8 @@ class FailureClocks:
         "limit",
         "_due",
         "superposed",
+        "_in_wall",
+        "_in_compute",
         "heaps",
     )
 
@@ -157,6 +159,10 @@ class FailureClocks:
                 source.base = self.compute
             else:
                 source.base = self.wall
+        # the superposed classes by time base (`next` looks at the compute time's only while
+        # the job computes)
+        self._in_wall = [source for source in self.superposed if source.idle is None]
+        self._in_compute = [source for source in self.superposed if source.idle is not None]
 
     def next(self) -> tuple[float, FailureSource | None]:
         """(wall time, source) of the next failure of any class; (inf, None) when none is
@@ -170,14 +176,14 @@ class FailureClocks:
             found = self.sources[position] if best != math.inf else None
         else:
             best, found = math.inf, None
-        for source in self.superposed:
-            end = source.end
-            if source.idle is not None:
-                if shift is None:
-                    continue  # compute time stands still while the job is down
-                end += shift
-            if end < best:
-                best, found = end, source
+        for source in self._in_wall:
+            if source.end < best:
+                best, found = source.end, source
+        if shift is not None:  # (compute time stands still while the job is down)
+            for source in self._in_compute:
+                end = source.end + shift
+                if end < best:
+                    best, found = end, source
         return best, found
 
     def _heads(self, shift: float | None) -> tuple[float, int]:
