@@ -2,7 +2,7 @@
 
 Usage:
     .venv/bin/python benchmarks/speed_ab.py --a /tmp/base [--b .] [--replicas 40]
-        [--rounds 4] [--seconds 0.4] [--seed 0] [--only NAME]...
+        [--rounds 4] [--seconds 0.4] [--seed 0] [--only NAME]... [--set KEY=VALUE]...
 
 Each checkout runs in a worker process of its own (its own `sim` on the path), kept for
 the whole run so that imports and caches are paid once. For each scenario, each round
@@ -36,12 +36,12 @@ from sim.engine import build_plan, simulate_replica
 from sim.model.scenario import load_scenario
 plans = {}
 for line in sys.stdin:
-    path, replicas, seed = line.split()
-    replicas, seed = int(replicas), int(seed)
-    if path not in plans:
-        plans[path] = build_plan(load_scenario(path).points[0].scenario)
-        simulate_replica(plans[path], 0, seed)  # caches
-    plan = plans[path]
+    path, replicas, seed, overrides = json.loads(line)
+    key = (path, tuple(overrides))
+    if key not in plans:
+        plans[key] = build_plan(load_scenario(path, overrides=overrides).points[0].scenario)
+        simulate_replica(plans[key], 0, seed)  # caches
+    plan = plans[key]
     failures = 0
     start = time.process_time()
     for r in range(replicas):
@@ -62,9 +62,9 @@ class Worker:
             text=True,
         )
 
-    def run(self, scenario: Path, replicas: int, seed: int) -> dict:
+    def run(self, scenario: Path, replicas: int, seed: int, overrides: list[str]) -> dict:
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(f"{scenario} {replicas} {seed}\n")
+        self.process.stdin.write(json.dumps([str(scenario), replicas, seed, overrides]) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         if not line:
@@ -86,6 +86,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", action="append", default=[], help="scenario file stem")
+    parser.add_argument(
+        "--set", action="append", default=[], dest="overrides", help="KEY=VALUE on every scenario"
+    )
     args = parser.parse_args()
     scenarios = sorted((ROOT / "scenarios").glob("*.yaml"))
     if args.only:
@@ -98,13 +101,13 @@ def main() -> None:
             best = {"a": float("inf"), "b": float("inf")}
             ratios = []  # B / A of each round: the two measured next to each other
             failures = {}
-            probe = a.run(scenario, args.replicas, args.seed)["cpu"]
+            probe = a.run(scenario, args.replicas, args.seed, args.overrides)["cpu"]
             replicas = max(args.replicas, round(args.seconds / probe))
             for round_ in range(args.rounds):
                 order = (("a", a), ("b", b)) if round_ % 2 == 0 else (("b", b), ("a", a))
                 cpu = {}
                 for name, worker in order:
-                    result = worker.run(scenario, replicas, args.seed)
+                    result = worker.run(scenario, replicas, args.seed, args.overrides)
                     cpu[name] = result["cpu"]
                     best[name] = min(best[name], result["cpu"])
                     failures[name] = result["failures"]

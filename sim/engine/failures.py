@@ -167,15 +167,61 @@ class FailureClocks:
     def next(self) -> tuple[float, FailureSource | None]:
         """(wall time, source) of the next failure of any class; (inf, None) when none is
         due (no component in use, or only compute-time clocks while the job is down): the
-        earliest of the heaps' heads (`_heads`) and of the superposed classes' clocks, a
-        compute-time one shifted by the idle time. (The engine's hot path.)"""
+        earliest live entry of each time base's heap in use (stale ones dropped on the way),
+        the wall's, then the compute time's shifted by the idle time (`take` pops the one
+        found), and of the superposed classes' clocks. (The engine's hot path: all in line,
+        no call per base.)"""
         idle = self.idle
         shift = None if idle is None or idle.since is not None else idle.idle_s
+        best, found = math.inf, None
         if self.heaps:
-            best, position = self._heads(shift)
-            found = self.sources[position] if best != math.inf else None
-        else:
-            best, found = math.inf, None
+            sources = self.sources
+            base = wall = self.wall
+            while True:
+                if base.pending:
+                    base.settle()
+                heap = base.heap
+                while heap:
+                    end, position, index = heap[0]
+                    if sources[position].ends[index] == end:
+                        break
+                    heapq.heappop(heap)
+                    self.stale -= 1
+                else:
+                    end = math.inf
+                    position = -1
+                from_run = False
+                run_end, at = base.run_end, base.at
+                while True:
+                    while at < len(run_end):
+                        first = run_end[at]
+                        if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
+                            base.at = at
+                            if first < end:
+                                end, position, from_run = first, base.run_pos[at], True
+                            break
+                        at += 1
+                        self.stale -= 1
+                    else:
+                        base.at = at
+                        if base.reserve is not None:
+                            base.settle()  # the run is used up: the next clocks from the reserve
+                            run_end, at = base.run_end, base.at
+                            continue
+                    break
+                if base is wall:
+                    best, best_position = end, position
+                    self._due = (base, from_run)
+                    if shift is None:
+                        break
+                    base = self.compute
+                else:
+                    if end + shift < best:
+                        best, best_position = end + shift, position
+                        self._due = (base, from_run)
+                    break
+            if best != math.inf:
+                found = sources[best_position]
         for source in self._in_wall:
             if source.end < best:
                 best, found = source.end, source
@@ -185,58 +231,6 @@ class FailureClocks:
                 if end < best:
                     best, found = end, source
         return best, found
-
-    def _heads(self, shift: float | None) -> tuple[float, int]:
-        """(wall time, source position) of the earliest live entry of each time base in use
-        (stale ones dropped on the way), the wall's, then the compute time's shifted by the
-        idle time (`shift`, None while the job is down); `take` pops the one found. (Both
-        heads in line, no call per base.)"""
-        sources = self.sources
-        base = wall = self.wall
-        while True:
-            if base.pending:
-                base.settle()
-            heap = base.heap
-            while heap:
-                end, position, index = heap[0]
-                if sources[position].ends[index] == end:
-                    break
-                heapq.heappop(heap)
-                self.stale -= 1
-            else:
-                end = math.inf
-                position = -1
-            from_run = False
-            run_end, at = base.run_end, base.at
-            while True:
-                while at < len(run_end):
-                    first = run_end[at]
-                    if sources[base.run_pos[at]].ends[base.run_idx[at]] == first:
-                        base.at = at
-                        if first < end:
-                            end, position, from_run = first, base.run_pos[at], True
-                        break
-                    at += 1
-                    self.stale -= 1
-                else:
-                    base.at = at
-                    if base.reserve is not None:
-                        base.settle()  # the run is used up: the next clocks from the reserve
-                        run_end, at = base.run_end, base.at
-                        continue
-                break
-            if base is wall:
-                best, best_position = end, position
-                self._due = (base, from_run)
-                if shift is None:
-                    break
-                base = self.compute
-            else:
-                if end + shift < best:
-                    best, best_position = end + shift, position
-                    self._due = (base, from_run)
-                break
-        return best, best_position
 
     def take(self) -> int:
         """Pop the entry `next` found (its component's index; a heap's, not a superposed

@@ -538,7 +538,8 @@ class Job:
     def _take(self, failures: list[Failure]) -> None:
         """Failures the recovery handles (also those that arrived while the job was down):
         roll back as far as they ask, and send their failed nodes to repair."""
-        self._roll_back(failures)
+        if self.progress.kept is not None:  # (no rollback past the newest without them)
+            self._roll_back(failures)
         for failure in failures:
             self._send_to_repair(failure)
 
