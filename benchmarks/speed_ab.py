@@ -2,7 +2,8 @@
 
 Usage:
     .venv/bin/python benchmarks/speed_ab.py --a /tmp/base [--b .] [--replicas 40]
-        [--rounds 4] [--seconds 0.4] [--seed 0] [--only NAME]... [--set KEY=VALUE]...
+        [--rounds 4] [--seconds 0.4] [--seed 0] [--only NAME]... [--file PATH]...
+        [--set KEY=VALUE]...
 
 Each checkout runs in a worker process of its own (its own `sim` on the path), kept for
 the whole run so that imports and caches are paid once. For each scenario, each round
@@ -87,12 +88,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", action="append", default=[], help="scenario file stem")
     parser.add_argument(
+        "--file", action="append", default=[], type=Path, help="a scenario file instead"
+    )
+    parser.add_argument(
         "--set", action="append", default=[], dest="overrides", help="KEY=VALUE on every scenario"
     )
     args = parser.parse_args()
     scenarios = sorted((ROOT / "scenarios").glob("*.yaml"))
     if args.only:
         scenarios = [s for s in scenarios if s.stem in args.only]
+    if args.file:
+        scenarios = [path.resolve() for path in args.file]
     a, b = Worker(args.a), Worker(args.b)
     print(f"A: {a.root}\nB: {b.root}\nCPU ms per replica, best of {args.rounds} rounds")
     print(f"{'scenario':<24} {'A ms':>9} {'B ms':>9} {'B / A':>7} {'median':>8}   failures A / B")

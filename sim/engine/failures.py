@@ -865,7 +865,8 @@ class SuperposedSource(FailureSource):
             self._u_next = 0
         victim = self._pick(self._uniforms[self._u_next])
         self._u_next += 1
-        now = self._now()
+        idle = self.idle
+        now = self.env._now if idle is None else idle.now()
         self.left = self._draw1()
         self.since = now
         self.end = now + self.left / self.total

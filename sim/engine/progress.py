@@ -368,7 +368,7 @@ class Progress:
                 ledger = self.ledger
                 kept = (ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s)
                 self._remember(stretch.start_step, p.made_s, kept, ledger.checkpoints_written)
-            self.on_tier_again()
+            self.durable_on_backup = False  # the durable checkpoint is on the tier again
             self.maybe_backup(self.durable_step, t0 + stretch.pending_drain_s)
         if position.checkpoints:
             ledger = self.ledger
@@ -415,7 +415,7 @@ class Progress:
         )
         self.next_compute_s = self.next_other_s = 0.0
         self.durable_step = durable_step
-        self.on_tier_again()
+        self.durable_on_backup = False  # the durable checkpoint is on the tier again
 
     def lose_stretch(self, lost_s: float, checkpoints_lost: int) -> None:
         """The stretch's last `lost_s` and its `checkpoints_lost` snapshots that never became
@@ -473,9 +473,6 @@ class Progress:
             self.storage.checkpoint_durable(
                 step, durable_s, (ledger.ideal_s, ledger.slowdown_s, ledger.checkpoint_stall_s)
             )
-
-    def on_tier_again(self) -> None:
-        self.durable_on_backup = False
 
     def book(self, stretch: Stretch, position, elapsed_s: float, memory: bool = False) -> None:
         """The stretch ends at `position`: keep what is durable, lose the rest (roll back).
