@@ -745,38 +745,41 @@ class Job:
         line, as `_wait` handles it) and to `end`, the time booked to downtime as each cause
         comes; a failure meanwhile merges into `merge`, or, without one, ends the wait and
         is returned."""
-        env, ledger, inbox = self.env, self.ledger, self._inbox
-        calendar, clocks = self.cluster.calendar, self.clocks
+        env = self.env
         now = env._now
-        while now < end:
-            start = now
-            while True:  # to the next cause, or to `end`
-                if inbox:
-                    cause = inbox.popleft()
-                    break
-                wake, due = clocks.next()
-                if wake >= end:
-                    wake, due = end, None
-                now = env._now
-                now = env._now = now + max(0.0, wake - now)
-                was, self._in_line = self._in_line, True  # (the cycle in line is already)
-                try:
+        if now >= end:
+            return None
+        ledger, inbox = self.ledger, self._inbox
+        calendar, clocks = self.cluster.calendar, self.clocks
+        was, self._in_line = self._in_line, True  # what the failures raise: into the inbox
+        try:
+            while now < end:
+                start = now
+                while True:  # to the next cause, or to `end`
+                    if inbox:
+                        cause = inbox.popleft()
+                        break
+                    wake, due = clocks.next()
+                    if wake >= end:
+                        wake, due = end, None
+                    now = env._now
+                    now = env._now = now + max(0.0, wake - now)
                     if calendar.due_s <= now:  # before any decision: the nodes back by now
                         calendar.advance(now)
                     if due is not None:
                         due.fire()
-                finally:
-                    self._in_line = was
-                if due is None and not inbox:
-                    cause = None
-                    break
-            now = env._now
-            ledger.downtime_s = ledger.downtime_s + now - start
-            if isinstance(cause, Failure):
-                if merge is None:
-                    return cause
-                merge.append(cause)
-        return None
+                    elif not inbox:
+                        cause = None
+                        break
+                now = env._now
+                ledger.downtime_s = ledger.downtime_s + now - start
+                if isinstance(cause, Failure):
+                    if merge is None:
+                        return cause
+                    merge.append(cause)
+            return None
+        finally:
+            self._in_line = was
 
     def _hold(
         self,
