@@ -55,11 +55,13 @@ class Cluster:
         self.plan = plan
         nodes, spares = plan.nodes, plan.spare_nodes
         fleet = plan.fleet_nodes
-        self.slot_node = np.full(nodes, -1, dtype=np.int64)  # node id in each job slot
-        self.filled = np.zeros(nodes, dtype=bool)
+        # node id in each job slot (-1: empty), and whether it is filled: Python lists, read
+        # and written a slot at a time on the hot path (numpy costs ~5x a scalar access)
+        self.slot_node: list[int] = [-1] * nodes
+        self.filled: list[bool] = [False] * nodes
         # the empty slots, lowest first (a heap; an entry refilled since is skipped)
         self._empty: list[int] = list(range(nodes))
-        self.active = 0  # == filled.sum(), kept as a count on the hot path
+        self.active = 0  # == sum(filled), kept as a count on the hot path
         # the warm spares, oldest first: back from repair, a pool or a shrink at the end
         self.warm: deque[int] = deque(range(nodes, nodes + spares))
         self.spare_rng = spare_rng  # spare_order: random
@@ -159,17 +161,18 @@ class Cluster:
 
     def fill_all(self) -> None:
         """Build phase: every slot gets its node."""
-        self.slot_node[:] = np.arange(self.filled.size)
-        self.filled[:] = True
+        size = len(self.filled)
+        self.slot_node[:] = range(size)
+        self.filled[:] = [True] * size
         self._empty = []
-        self.active = self.filled.size
-        self._scale_slots(np.arange(self.filled.size))
+        self.active = size
+        self._scale_slots(np.arange(size))
         for source in self.sources:
             source.fill_all()
 
     def _scale_slots(self, slots: np.ndarray) -> None:
         if self.slot_scale is not None:
-            nodes = self.slot_node[slots]
+            nodes = np.array([self.slot_node[slot] for slot in slots.tolist()], dtype=np.int64)
             scale = np.where(self.faulty[nodes], 1.0 / self.plan.lemon_multiplier, 1.0)
             if self.own_scale is not None:
                 scale = scale * self.own_scale[nodes]
@@ -186,8 +189,10 @@ class Cluster:
             for node in node_ids:
                 if self.origin[node] != OWNED:
                     self._serving_since[node] = self.env.now
-        self.slot_node[slots] = node_ids
-        self.filled[slots] = True
+        slot_node, filled = self.slot_node, self.filled
+        for slot, node in zip(slots.tolist(), node_ids):
+            slot_node[slot] = node
+            filled[slot] = True
         self.active += slots.size
         self._scale_slots(slots)
         mid_life = ~self.renewed[node_ids] if self._in_service else None
@@ -210,7 +215,7 @@ class Cluster:
 
     def _leave_one(self, slot: int) -> int:
         """`_leave` for one slot with plain ints."""
-        node = int(self.slot_node[slot])
+        node = self.slot_node[slot]
         if self._serving_since:
             since = self._serving_since.pop(node, None)
             if since is not None:
@@ -226,16 +231,18 @@ class Cluster:
         return node
 
     def _leave(self, slots: np.ndarray) -> list[int]:
-        node_ids = [int(n) for n in self.slot_node[slots]]
+        slot_list = slots.tolist()
+        node_ids = [self.slot_node[slot] for slot in slot_list]
         if self._serving_since:
             for node in node_ids:
                 since = self._serving_since.pop(node, None)
                 if since is not None:
                     self._pool_serving_s += self.env.now - since
-        self.filled[slots] = False
-        for slot in slots.tolist():
+        slot_node, filled = self.slot_node, self.filled
+        for slot in slot_list:
+            filled[slot] = False
+            slot_node[slot] = -1
             heapq.heappush(self._empty, slot)
-        self.slot_node[slots] = -1
         self.active -= slots.size
         if self.on_left is not None:
             for slot in slots:
@@ -251,7 +258,7 @@ class Cluster:
         if change == 1:  # the common case: one spare swaps in (argmin: the first empty slot)
             self._enter_one(self._first_empty(), self._take_spare())
         elif change > 0:
-            slots = np.flatnonzero(~self.filled)[:change]
+            slots = np.flatnonzero(np.logical_not(self.filled))[:change]
             assert slots.size == change <= len(self.warm), "resize beyond available nodes"
             self._enter(slots, [self._take_spare() for _ in range(change)])
         elif change < 0:

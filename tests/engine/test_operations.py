@@ -74,7 +74,7 @@ def test_a_false_fix_returns_the_same_node_with_the_fault_it_had(fault_prob, fal
         repair=repair(auto_false_fix_prob=false_fix),
     )
     # node 0 failed in slot 0; spare node 2 took its place; node 0 came back to the spares
-    assert cluster.slot_node.tolist() == [2, 1] and list(cluster.warm) == [0]
+    assert cluster.slot_node == [2, 1] and list(cluster.warm) == [0]
     assert bool(cluster.faulty[0]) is faulty and not cluster.lemon.any()
     assert r.nodes_replaced == 1 and r.failures == 1
 
@@ -103,7 +103,7 @@ def test_a_leaf_switch_repair_returns_its_nodes_as_they_left(how):
         cluster = {"spare_nodes": 1, "lemon_fraction": 0.9}  # round(0.9 * 3): all 3 nodes
         faulty = [True, True, True]
     r, made = run([*injected, leaf_switch_failure(500.0)], failures=classes, cluster=cluster)
-    assert made.slot_node.tolist() == [2, 1] and list(made.warm) == [0]
+    assert made.slot_node == [2, 1] and list(made.warm) == [0]
     assert r.nodes_replaced == 1 and made.in_repair == 0
     assert made.faulty.tolist() == faulty
 
@@ -136,7 +136,7 @@ def test_a_retired_node_never_returns_and_the_guard_keeps_the_job_whole():
     # fleet of 4 for a job of 2: two retire; the third would leave fewer than the job needs
     assert r.nodes_retired == 2 and cluster.retired == 2
     retired = {0, 2}  # slot 0 held node 0, then spare 2 (the oldest), then spare 3
-    assert not retired & set(cluster.slot_node.tolist()) and not retired & set(cluster.warm)
+    assert not retired & set(cluster.slot_node) and not retired & set(cluster.warm)
     assert cluster.in_repair + len(cluster.warm) + cluster.active == 2
     assert r.finished
 
@@ -152,7 +152,7 @@ def test_host_selection_adds_exactly_its_minutes():
     assert (pooled.wall_hours - spare.wall_hours) * 3600 == pytest.approx(7 * 60.0)
     assert pooled.node_wait_hours * 3600 == pytest.approx(7 * 60.0)
     assert pooled.nodes_from_pool == 1 and pooled.preemptions == 0
-    assert 2 in cluster.slot_node.tolist()  # the pool's node (id 2) serves in the job
+    assert 2 in cluster.slot_node  # the pool's node (id 2) serves in the job
     # billed: the job's 2 nodes (4 GPUs) all along, the pool node (2 GPUs) from when it joined
     # (failure 250 s + detection 60 s + host selection 420 s)
     wall_s = pooled.wall_hours * 3600
@@ -180,7 +180,7 @@ def test_a_repaired_pool_node_goes_back_to_its_pool_and_an_owned_node_to_the_spa
         repair=repair(),
     )
     assert r.nodes_from_pool == 1
-    assert cluster.slot_node.tolist() == [0, 1] and list(cluster.cold) == [2]
+    assert cluster.slot_node == [0, 1] and list(cluster.cold) == [2]
     assert not cluster.warm
 
 
@@ -203,7 +203,7 @@ def test_a_misdiagnosis_sends_a_healthy_node_and_keeps_the_faulty_one(fault_prob
     )
     # node 0 failed in slot 0, but node 1 (slot 1) was sent to repair; node 0 stays, with
     # its lasting fault if the failure came from one
-    assert cluster.slot_node.tolist() == [0, 2] and list(cluster.warm) == [1]
+    assert cluster.slot_node == [0, 2] and list(cluster.warm) == [1]
     assert bool(cluster.faulty[0]) is (fault_prob == 1.0) and not cluster.faulty[1]
 
 
@@ -321,11 +321,11 @@ def test_spare_order_decides_whether_a_falsely_fixed_node_goes_back_in_first():
         assert r.finished
     (oldest, first), (newest, last) = records["oldest"], records["newest"]
     assert (oldest.failures, oldest.failures_lemon, oldest.nodes_replaced) == (2, 0, 2)
-    assert first.slot_node.tolist() == [2, 3] and list(first.warm) == [0, 1]
+    assert first.slot_node == [2, 3] and list(first.warm) == [0, 1]
     assert (newest.failures, newest.failures_lemon, newest.nodes_replaced) == (3, 1, 3)
     assert newest.failures_by_class == {"bad": 1, "wear": 2}
     # node 0 left slot 1 for repair again; node 1 (healthy, back from its repair) took it
-    assert last.slot_node.tolist() == [3, 1] and list(last.warm) == [2, 0]
+    assert last.slot_node == [3, 1] and list(last.warm) == [2, 0]
     assert bool(last.faulty[0]) and not last.faulty[[1, 2, 3]].any()
     for r, failures in ((oldest, 2), (newest, 3)):
         assert r.wall_hours * 3600 == pytest.approx(
