@@ -258,18 +258,25 @@ class Cluster:
         if change == 1:  # the common case: one spare swaps in (argmin: the first empty slot)
             self._enter_one(self._first_empty(), self._take_spare())
         elif change > 0:
-            slots = np.flatnonzero(np.logical_not(self.filled))[:change]
-            assert slots.size == change <= len(self.warm), "resize beyond available nodes"
+            assert change <= len(self.warm), "resize beyond available nodes"
+            slots = np.array([self._first_empty() for _ in range(change)], dtype=np.int64)
             self._enter(slots, [self._take_spare() for _ in range(change)])
         elif change < 0:
             self.warm.extend(self._leave(np.flatnonzero(self.filled)[change:]))
 
     def _first_empty(self) -> int:
-        """The lowest empty slot (a heap of the slots emptied, cleaned of refilled ones)."""
+        """The lowest empty slot, taken (a heap of the slots emptied, cleaned of refilled
+        ones and of a slot emptied twice since it was last taken)."""
         empty, filled = self._empty, self.filled
-        while filled[empty[0]]:
-            heapq.heappop(empty)
-        return heapq.heappop(empty)
+        slot = heapq.heappop(empty)
+        while filled[slot] or (empty and empty[0] == slot):
+            slot = heapq.heappop(empty)
+        return slot
+
+    def _empty_slots(self) -> list[int]:
+        """The empty slots, lowest first (from the heap: there are few)."""
+        filled = self.filled
+        return sorted({slot for slot in self._empty if not filled[slot]})
 
     def _random_spare(self) -> int:
         """spare_order: random: a warm spare drawn uniformly."""
@@ -412,10 +419,20 @@ class Cluster:
         return node, "repair"
 
     def _other_slot(self, slot: int) -> int:
+        """A filled slot other than `slot`, drawn uniformly: the k-th filled slot for a k
+        drawn among all but the last, the last one in place of `slot`."""
         assert self.fault_rng is not None
-        filled = np.flatnonzero(self.filled)
-        choice = int(filled[self.fault_rng.integers(filled.size - 1)])
-        return choice if choice != slot else int(filled[-1])
+        choice = int(self.fault_rng.integers(self.active - 1))
+        for empty in self._empty_slots():  # the k-th filled: k plus the empty slots below it
+            if empty > choice:
+                break
+            choice += 1
+        if choice != slot:
+            return choice
+        last = len(self.filled) - 1
+        while not self.filled[last]:
+            last -= 1
+        return last
 
     def _mark_faulty(self, slot: int) -> None:
         """The node in `slot` has a lasting fault now: its clocks restart at the faulty
