@@ -149,7 +149,6 @@ def _cycles(job) -> Cycles:
             progress.snapped_s,
             0.0,  # no snapshot pending
         )
-        duration = duration + 0.0  # + the drain (none): the float `Stretch.duration_s` holds
         t0 = env._now
         if idle is not None:
             idle.resume()

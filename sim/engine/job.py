@@ -538,8 +538,7 @@ class Job:
     def _take(self, failures: list[Failure]) -> None:
         """Failures the recovery handles (also those that arrived while the job was down):
         roll back as far as they ask, and send their failed nodes to repair."""
-        if self.progress.kept is not None:  # (no rollback past the newest without them)
-            self._roll_back(failures)
+        self._roll_back(failures)
         for failure in failures:
             self._send_to_repair(failure)
 
@@ -715,10 +714,7 @@ class Job:
             load = plan.backup_restore_s
             backup = True
         elif progress.durable_step > 0:
-            # (a tier that can go down, kept checkpoints that can be corrupt: asked only then)
-            if (progress.storage is not None or progress.kept) and (
-                progress.tier_down() or progress.newest_corrupt()
-            ):
+            if progress.tier_down() or progress.newest_corrupt():
                 return QUICK_REPLACED, failures
             load = self._load_s(nodes)
         end = now + (plan.restart_s + load)

@@ -177,7 +177,6 @@ class Stretch:
         "memory_every",
         "memory_s",
         "slow_step_s",
-        "first_compute_s",
         "first_work_s",
         "full_work_s",
         "tail_work_s",
@@ -249,13 +248,11 @@ class Stretch:
                 snapped_s,
                 pending_drain_s,
             )
-            self.first_compute_s = self.first_work_s
             self.duration_s = self.last_snapshot_end_s + drain_s
             return
         assert not (memory_every and self.slow_step_s != step_s), (
             "contended drains with an in-memory level"
         )
-        self.first_compute_s = (self.first_steps - done_steps) * step_s
         self.first_work_s = self._work(self.first_steps - done_steps, pending_drain_s)
         self.first_work_s += self._memory_snapshots(done_steps, self.first_steps) * memory_s
         self.first_s = max(self.first_work_s, pending_drain_s) + (snapshot_s - snapped_s)
@@ -458,17 +455,19 @@ class Stretch:
         )
 
     def _kept_compute(self, k: int) -> float:
-        """Compute of the stretch's first k windows (starved reads included)."""
+        """Compute of the stretch's first k windows (starved reads included): `kept_compute`
+        of the windows' compute (each its work when plain; only the windows k reaches)."""
         if self.plain:
             return kept_compute(
                 k, self.full_cycles, self.first_work_s, self.full_work_s, self.tail_work_s
             )
+        last_full = 1 + self.full_cycles
         return kept_compute(
             k,
             self.full_cycles,
-            self.compute_s(1),
-            self.compute_s(2),
-            self.compute_s(self.checkpoints),
+            self.compute_s(1) if k else 0.0,
+            self.compute_s(2) if min(k, last_full) > 1 else 0.0,
+            self.compute_s(k) if k > last_full else 0.0,
         )
 
     def next_checkpoint(self, elapsed_s: float) -> int:
