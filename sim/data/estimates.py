@@ -188,14 +188,30 @@ def _weibull_profile(k: float, lives: Lives) -> tuple[float, float]:
 
     log_s = (math.log(k) + log_a - math.log(n * k + m)) / k if n * k + m > 0 else top
     if len(lives.first_cut):
+        # the closed form ignores the nodes that never failed (they push the scale up): the
+        # maximum lies above it; a bracket that doubles until the likelihood falls at both
+        # ends holds it (concave in log s), then a bounded search inside
+        low, high = _bracket(loglik, log_s)
         best = optimize.minimize_scalar(
-            lambda v: -loglik(v),
-            bounds=(log_s - 2.0, log_s + 2.0),
-            method="bounded",
-            options={"xatol": 1e-7},
+            lambda v: -loglik(v), bounds=(low, high), method="bounded", options={"xatol": 1e-9}
         )
         log_s = float(best.x)
     return loglik(log_s), math.exp(log_s)
+
+
+def _bracket(f, start: float, step: float = 1.0) -> tuple[float, float]:
+    """An interval around the maximum of a unimodal `f` near `start`: a step that doubles
+    on each side until `f` falls below its best inside (at most 2^40 steps out)."""
+    best = f(start)
+    high = start + step
+    while (value := f(high)) >= best and step < 2.0**40:
+        start, best, step = high, value, step * 2.0
+        high = start + step
+    low, step = start - 1.0, 1.0
+    while f(low) >= best and step < 2.0**40:
+        step *= 2.0
+        low = start - step
+    return low, high
 
 
 def fit_lifetime(lives: Lives, level: float = LEVEL) -> LifetimeFit:
@@ -231,6 +247,8 @@ def fit_lifetime(lives: Lives, level: float = LEVEL) -> LifetimeFit:
     def edge(bound: float) -> float:
         if profile(bound) >= cut:
             return bound
+        if profile(log_k) <= cut:  # a maximum flat to rounding: no width to find
+            return log_k
         low, high = (bound, log_k) if bound < log_k else (log_k, bound)
         return optimize.brentq(lambda v: profile(v) - cut, low, high, xtol=1e-5)
 

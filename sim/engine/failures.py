@@ -656,15 +656,15 @@ class SuperposedSource(FailureSource):
         old = self.weights[component]
         if old == weight:
             return
-        if old:
-            self._leave_group(component, old)
-        else:
+        if not old:
             self.in_use += 1
         self.weights[component] = weight
         self._sum += weight - old
         if self._tree is not None:
             self._add(component, weight - old)
         else:
+            if old:
+                self._leave_group(component, old)
             group = self._groups.setdefault(weight, [])
             self._places()[component] = len(group)
             group.append(component)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from sim.engine import build_plan, failures, simulate_replica
@@ -116,3 +117,46 @@ def test_vacant_slots_fail_as_the_two_state_chain_says(monkeypatch, layout):
     mean = sum(counts) / len(counts)
     sd = math.sqrt(sum((c - mean) ** 2 for c in counts) / (len(counts) - 1))
     assert abs(mean - expected) < 3 * sd / math.sqrt(len(counts)), (mean, expected)
+
+
+# A rate per node (`cluster.node_rate_cv`): the superposed clock keeps the weights in a
+# Fenwick tree, and a node entering another node's vacant slot changes that slot's weight.
+# With no spares every node is in the job whenever it is not in repair, so node i is the
+# two-state chain above at its own rate λ·z_i, z_i gamma of mean 1 and CV c: the expected
+# failures are E_z[Σ_i per_slot(λ·z_i)], the expectation over z taken here by a large sample.
+NODE_CV = 0.8
+
+
+def per_node_failures(rate: float, repair_rate: float, horizon: float) -> float:
+    total = rate + repair_rate
+    return rate * (
+        repair_rate / total * horizon + rate / total**2 * (1 - math.exp(-total * horizon))
+    )
+
+
+@pytest.mark.parametrize("layout", ["tree", "per node"])
+def test_a_rate_per_node_fails_as_each_nodes_chain_says(monkeypatch, layout):
+    monkeypatch.setattr(failures, "SUPERPOSE", layout != "per node")
+    doc = merge(vacancy_doc(), {"cluster": {"node_rate_cv": NODE_CV}})
+    plan = build_plan(load_document(doc, "spread").base)
+    counts = [simulate_replica(plan, r, 11).failures for r in range(80)]
+    shape = 1 / NODE_CV**2
+    rng = np.random.default_rng(2)
+    z = rng.gamma(shape, 1 / shape, 200_000)
+    lam, mu, t = RATE_PER_NODE_DAY, 1 / REPAIR_DAYS, HORIZON_DAYS
+    total = lam * z + mu
+    expected = NODES * float(
+        np.mean(lam * z * (mu / total * t + lam * z / total**2 * (1 - np.exp(-total * t))))
+    )
+    mean = sum(counts) / len(counts)
+    sd = math.sqrt(sum((c - mean) ** 2 for c in counts) / (len(counts) - 1))
+    assert abs(mean - expected) < 3 * sd / math.sqrt(len(counts)), (mean, expected)
+
+
+def test_a_rate_per_node_with_spares_runs(monkeypatch):
+    """What `fit` writes for a fleet with a spread: an exponential node class, a rate per
+    node and spares that swap in (a spare's rate replaces the leaving node's in the tree)."""
+    doc = merge(vacancy_doc(), {"cluster": {"node_rate_cv": NODE_CV, "spare_nodes": 4}})
+    plan = build_plan(load_document(doc, "spread").base)
+    records = [simulate_replica(plan, r, 13) for r in range(10)]
+    assert all(r.failures > 0 for r in records)
