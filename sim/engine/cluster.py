@@ -23,7 +23,8 @@ import numpy as np
 import simpy
 
 from sim.engine.events import Failure
-from sim.engine.failures import FailureSource
+from sim.engine.failures import FailureSource, RecurrenceSource
+from sim.model.distributions import Exponential
 from sim.engine.plan import ReplicaPlan
 from sim.engine.repair import RepairCalendar, RepairShop
 from sim.engine.streams import LazyStreams
@@ -50,6 +51,7 @@ class Cluster:
         lasting_rng: np.random.Generator | None = None,
         spare_rng: np.random.Generator | None = None,
         rate_rng: np.random.Generator | None = None,
+        refail_rng: np.random.Generator | None = None,
     ):
         self.env = env
         self.plan = plan
@@ -118,6 +120,27 @@ class Cluster:
                 if source.failure_class.attributable and source.per_node:
                     source.slot_scale = self.slot_scale
         self.node_sources = [source for source in sources if source.per_node]
+        # a repair renews the class that failed (its clock was renewed when it struck) and
+        # nothing else: a node leaving the job keeps what is left of its other classes'
+        # lifetimes (those with memory: an exponential's fresh life is its residual) and
+        # takes them back into whichever slot it enters next; they stand still meanwhile
+        self.memory_sources = [
+            source
+            for source in self.node_sources
+            if not source.superposed
+            and not isinstance(source, RecurrenceSource)
+            and not isinstance(source.law, Exponential)
+        ]
+        self.kept: dict[int, list[list[float]]] = {}  # node -> lifetimes left per memory source
+        # repairs that do not hold (`refail_prob`): per class its recurrence clock, and the
+        # nodes in repair whose repair will not hold
+        self.recurrences: dict[int, RecurrenceSource] = {
+            source.failure_class.index: source
+            for source in sources
+            if isinstance(source, RecurrenceSource)
+        }
+        self.refail_rng = refail_rng
+        self.will_recur: dict[int, RecurrenceSource] = {}
         self.history: dict[int, deque[float]] = {}  # failure times per node (retirement)
         self.on_left: Callable[[int], None] | None = None  # a node left this job slot
         # pool nodes are billed while they serve in the job: since when each one has
@@ -198,6 +221,9 @@ class Cluster:
         mid_life = ~self.renewed[node_ids] if self._in_service else None
         for source in self.sources:
             source.activate(slots, mid_life)
+        if self.kept or self.will_recur:
+            for slot, node in zip(slots.tolist(), node_ids):
+                self._resume(slot, node)
 
     def _enter_one(self, slot: int, node: int) -> None:
         """`_enter` for one node with plain ints: the hot path of a swap."""
@@ -210,8 +236,42 @@ class Cluster:
         if self.slot_scale is not None:
             scale = self.slot_scale[slot] = self.node_scale(node)
         mid_life = self._in_service and not self.renewed[node]
-        for source in self.node_sources:
-            source.activate_one(slot, scale if source.slot_scale is not None else 1.0, mid_life)
+        kept = self.kept.pop(node, None) if self.kept else None
+        if kept is None:
+            for source in self.node_sources:
+                source.activate_one(slot, scale if source.slot_scale is not None else 1.0, mid_life)
+        else:
+            memory = self.memory_sources
+            for source in self.node_sources:
+                own = scale if source.slot_scale is not None else 1.0
+                if source in memory:
+                    source.resume_one(slot, kept[memory.index(source)], own)
+                else:
+                    source.activate_one(slot, own, mid_life)
+        if self.will_recur:
+            recurrence = self.will_recur.pop(node, None)
+            if recurrence is not None:
+                recurrence.arm(slot)
+
+    def _resume(self, slot: int, node: int) -> None:
+        """After `activate` of a slot (the bulk path): the node's kept lifetimes in place of
+        the fresh ones drawn, and its recurrence armed."""
+        kept = self.kept.pop(node, None)
+        if kept is not None:
+            scale = float(self.slot_scale[slot]) if self.slot_scale is not None else 1.0
+            for source, lives in zip(self.memory_sources, kept):
+                source.resume_one(slot, lives, scale if source.slot_scale is not None else 1.0)
+        recurrence = self.will_recur.pop(node, None)
+        if recurrence is not None:
+            recurrence.arm(slot)
+
+    def _keep(self, slot: int, node: int) -> None:
+        """The node in `slot` leaves: what is left of its classes' lifetimes goes with it."""
+        scale = float(self.slot_scale[slot]) if self.slot_scale is not None else 1.0
+        self.kept[node] = [
+            source.left_one(slot, scale if source.slot_scale is not None else 1.0)
+            for source in self.memory_sources
+        ]
 
     def _leave_one(self, slot: int) -> int:
         """`_leave` for one slot with plain ints."""
@@ -220,6 +280,8 @@ class Cluster:
             since = self._serving_since.pop(node, None)
             if since is not None:
                 self._pool_serving_s += self.env.now - since
+        if self.memory_sources:
+            self._keep(slot, node)
         self.filled[slot] = False
         heapq.heappush(self._empty, slot)
         self.slot_node[slot] = -1
@@ -233,6 +295,9 @@ class Cluster:
     def _leave(self, slots: np.ndarray) -> list[int]:
         slot_list = slots.tolist()
         node_ids = [self.slot_node[slot] for slot in slot_list]
+        if self.memory_sources:
+            for slot, node in zip(slot_list, node_ids):
+                self._keep(slot, node)
         if self._serving_since:
             for node in node_ids:
                 since = self._serving_since.pop(node, None)
@@ -360,6 +425,7 @@ class Cluster:
             return  # already out (two failures of the same node merged)
         repair = self.plan.repair
         lasting = self.lasting(failure.class_index)
+        failure_node = self.slot_node[slot]
         if (
             not diagnosed
             and repair is not None
@@ -380,6 +446,14 @@ class Cluster:
         node, path = self.leave_for_repair(
             slot, lasting, failure.class_index, failure.repair_mean_s, failure.repair_s
         )
+        recurrence = self.recurrences.get(failure.class_index) if self.recurrences else None
+        if (
+            recurrence is not None
+            and path != "retired"
+            and node == failure_node
+            and self.refail_rng.random() < recurrence.failure_class.refail_prob
+        ):
+            self.will_recur[node] = recurrence
         if self.incidents is not None:
             self.incidents.left(failure, node, path)
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import simpy
 
+from sim.engine.aging import FleetAge
 from sim.engine.events import Failure
 from sim.engine.plan import FailureClassPlan
 from sim.model.distributions import Distribution, Exponential, Weibull
@@ -344,6 +345,9 @@ class FailureSource:
         self.clocks: FailureClocks | None = None
         self.base: ClockBase | None = None
         self.position = 0
+        # the fleet's trend (node classes of a scenario with `cluster.aging`): lifetimes run
+        # in its operational time, their ends are kept in wall time (`FleetAge.end`)
+        self.aging: FleetAge | None = None
 
     def _now(self) -> float:
         return self.env.now if self.idle is None else self.idle.now()
@@ -369,7 +373,8 @@ class FailureSource:
         if self.slot_scale is not None:
             lifetime *= float(self.slot_scale[index // self.per_node])
         idle = self.idle
-        end = (self.env._now if idle is None else idle.now()) + lifetime
+        now = self.env._now if idle is None else idle.now()
+        end = now + lifetime if self.aging is None else self.aging.end(now, lifetime)
         self.ends[index] = end
         heapq.heappush(self.base.heap, (end, self.position, index))
         return index
@@ -429,7 +434,7 @@ class FailureSource:
         if self.slot_scale is not None:
             scale = self.slot_scale[node_slots]
             draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
-        ends = self._now() + draws
+        ends = self._ends(self._now(), np.asarray(draws, dtype=float))
         if per_node == 1:
             index = node_slots.astype(np.int64)
         else:
@@ -441,6 +446,13 @@ class FailureSource:
                 self._set(i, end)
         if self.clocks.stale > self.clocks.limit:
             self.clocks.compact()
+
+    def _ends(self, now: float, lifetimes: np.ndarray) -> np.ndarray:
+        """Where lifetimes started now end (in the fleet's operational time when it ages)."""
+        aging = self.aging
+        if aging is None:
+            return now + lifetimes
+        return aging.wall(aging.operational(now) + lifetimes)
 
     def fill_all(self) -> None:
         """`activate` of every node slot at the build, when every clock is empty: the same
@@ -459,9 +471,9 @@ class FailureSource:
             draws = self.law.residual(self.rng, size)
             if scale is not None:
                 draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
-            self._fill(np.arange(size), now + draws)
+            self._fill(np.arange(size), self._ends(now, draws))
             return
-        if size < 64:
+        if size < 64 and self.aging is None:
             draws = self._draw(size)
             if scale is not None:
                 factors = scale.tolist() if per_node == 1 else np.repeat(scale, per_node).tolist()
@@ -481,7 +493,7 @@ class FailureSource:
             draws = self._draw_array(size)
         if scale is not None:
             draws = draws * (scale if per_node == 1 else np.repeat(scale, per_node))
-        ends = now + draws
+        ends = self._ends(now, np.asarray(draws, dtype=float))
         self.ends = ends.tolist()
         self.base.pending.append((ends, self.position, np.arange(size)))
 
@@ -492,10 +504,10 @@ class FailureSource:
         per_node = self.per_node
         base = self.env._now if self.idle is None else self.idle.now()
         if mid_life and self.failure_class.in_service:
-            for i, lifetime in enumerate(self.law.residual(self.rng, per_node).tolist()):
-                self._set(slot * per_node + i, base + lifetime * scale)
-            if self.clocks.stale > self.clocks.limit:
-                self.clocks.compact()
+            self.resume_one(slot, self.law.residual(self.rng, per_node).tolist(), scale)
+            return
+        if self.aging is not None:
+            self.resume_one(slot, self._draw(per_node), scale)
             return
         if per_node == 1:  # `_draw1` and `_set` in line (the swap's hot path)
             if self._next >= len(self._buffer):
@@ -515,6 +527,28 @@ class FailureSource:
                 self._set(first + i, base + (lifetime * scale if scale != 1.0 else lifetime))
         if self.clocks.stale > self.clocks.limit:
             self.clocks.compact()
+
+    def resume_one(self, slot: int, lifetimes: list[float], scale: float) -> None:
+        """The node entering `slot` has these lifetimes left (one per clock of the slot, at a
+        sound node's scale, in the class's operational time): a node back from repair keeps
+        the age of its classes that did not fail, and a class in service draws residuals."""
+        base = self.env._now if self.idle is None else self.idle.now()
+        aging, first = self.aging, slot * self.per_node
+        for i, lifetime in enumerate(lifetimes):
+            left = lifetime * scale
+            self._set(first + i, base + left if aging is None else aging.end(base, left))
+        if self.clocks.stale > self.clocks.limit:
+            self.clocks.compact()
+
+    def left_one(self, slot: int, scale: float) -> list[float]:
+        """The lifetimes the node in `slot` has left (at a sound node's scale, in the class's
+        operational time): what `resume_one` takes when the node enters a slot again."""
+        base = self.env._now if self.idle is None else self.idle.now()
+        aging, first = self.aging, slot * self.per_node
+        ends = self.ends[first : first + self.per_node]
+        if aging is None:
+            return [(end - base) / scale for end in ends]
+        return [aging.left(base, end) / scale for end in ends]
 
     def deactivate_one(self, slot: int) -> None:
         ends = self.ends
@@ -716,9 +750,10 @@ class SuperposedSource(FailureSource):
         date as weights come and go; exactly 0 when none is in use)."""
         idle = self.idle
         now = self.env._now if idle is None else idle.now()
-        total = self.total
+        total, aging = self.total, self.aging
         if total > 0.0:
-            left = self.left - (now - self.since) * total
+            spent = now - self.since if aging is None else aging.left(self.since, now)
+            left = self.left - spent * total
             self.left = left if left > 0.0 else 0.0
         elif self.left != self.left:  # NaN: the first lifetime
             self.left = self._draw1()
@@ -728,7 +763,10 @@ class SuperposedSource(FailureSource):
             self.end = math.inf
             return
         self.total = self._sum
-        self.end = now + self.left / self._sum
+        if aging is None:
+            self.end = now + self.left / self._sum
+        else:
+            self.end = aging.end(now, self.left / self._sum)
 
     def _weight(self, slot: int) -> float:
         return 1.0 if self.slot_scale is None else 1.0 / float(self.slot_scale[slot])
@@ -869,5 +907,44 @@ class SuperposedSource(FailureSource):
         now = self.env._now if idle is None else idle.now()
         self.left = self._draw1()
         self.since = now
-        self.end = now + self.left / self.total
+        if self.aging is None:
+            self.end = now + self.left / self.total
+        else:
+            self.end = self.aging.end(now, self.left / self.total)
         return -1 if self.vacant[victim] else victim
+
+
+class RecurrenceSource(FailureSource):
+    """The failures of one class that come back after a repair that did not hold
+    (`refail_prob`): a clock per node slot, idle (infinite) unless the node in it came back
+    from such a repair, when the cluster `arm`s it with an exponential time of mean
+    `refail_s`. Its failure is the class's own (its counts, its repair); it leaves the slot's
+    clock idle again (the next repair draws anew whether it holds)."""
+
+    def __init__(self, env, failure_class, nodes, gpus_per_node, rng, strike):
+        super().__init__(env, failure_class, nodes, gpus_per_node, rng, strike)
+        self.per_node = 1  # one recurrence a node, whatever the class's scope
+        self.gpus = gpus_per_node if failure_class.scope == "gpu" else 1
+        self.law = Exponential(failure_class.refail_s)
+        self.ends = [math.inf] * nodes
+
+    def start(self) -> None:
+        pass
+
+    def fill_all(self) -> None:
+        pass
+
+    def activate(self, node_slots: np.ndarray, mid_life: np.ndarray | None = None) -> None:
+        pass
+
+    def activate_one(self, slot: int, scale: float, mid_life: bool = False) -> None:
+        pass
+
+    def arm(self, slot: int) -> None:
+        """The node that entered `slot` came back from a repair that did not hold."""
+        self._set(slot, self.env._now + self._draw1())
+
+    def renew(self) -> int:
+        index = self.clocks.take()
+        self.ends[index] = math.inf
+        return index

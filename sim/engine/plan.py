@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
+from sim.engine.aging import FleetAge
 from sim.engine.degradation import FabricDegradation
 from sim.model import batch, checkpoints, perf, reliability
 from sim.model.distributions import Distribution, lifetime
@@ -34,6 +35,8 @@ class FailureClassPlan:
     silent: bool = False  # silent data corruption: found only after detect_s, rolls back past it
     needs_human: bool = False  # recovery waits for the on-call engineer
     in_service: bool = False  # at the start, residual lives of components long in service
+    refail_prob: float = 0.0  # the node's repair of a failure of the class does not hold ...
+    refail_s: float = 0.0  # ... and the class fails on it again after this long (mean)
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,7 @@ class ReplicaPlan:
     lemon_multiplier: float = 1.0
     lemons_permanent: bool = False  # a true fix does not cure a lemon
     node_rate_cv: float = 0.0  # the spread of the nodes' own rate multipliers (gamma, mean 1)
+    aging: FleetAge | None = None  # the fleet's power-law trend of the node classes' rates
     spare_order: str = "oldest"  # oldest | newest | random: which warm spare fills a slot
     repair: RepairPlan | None = None  # None: the flat per-class repair_hours
     health_checks: HealthCheckPlan | None = None
@@ -306,6 +310,8 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
             silent=f.silent,
             needs_human=f.needs_human,
             in_service=f.age == "in_service",
+            refail_prob=f.refail_prob,
+            refail_s=f.refail_hours * perf.HOUR_S,
         )
         for i, f in enumerate(scenario.failures)
     )
@@ -368,6 +374,13 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         lemon_multiplier=cluster.lemon_rate_multiplier,
         lemons_permanent=cluster.lemons_permanent,
         node_rate_cv=cluster.node_rate_cv,
+        aging=FleetAge(
+            start_s=cluster.aging.start_days * perf.DAY_S,
+            rated_s=cluster.aging.rated_at_days * perf.DAY_S,
+            beta=cluster.aging.beta,
+        )
+        if cluster.aging is not None and cluster.aging.beta != 1.0
+        else None,
         spare_order=cluster.spare_order,
         repair=RepairPlan(
             auto_s=repair.auto_minutes * 60.0,

@@ -19,6 +19,7 @@ from sim.engine.failures import (
     FailureClocks,
     FailureSource,
     IdleClock,
+    RecurrenceSource,
     SuperposedSource,
     superposable,
 )
@@ -154,6 +155,21 @@ def simulate_replica(
         )
         for fc in plan.failure_classes
     ]
+    for source in sources:
+        if plan.aging is not None and source.failure_class.scope in ("gpu", "node"):
+            source.aging = plan.aging
+    recurring = [fc for fc in plan.failure_classes if fc.refail_prob > 0]
+    sources += [
+        RecurrenceSource(
+            env,
+            fc,
+            plan.nodes,
+            plan.gpus_per_node,
+            stream(seed, replica, "recurrences", fc.index),
+            strike,
+        )
+        for fc in recurring
+    ]
     idle = IdleClock(env) if any(not fc.while_idle for fc in plan.failure_classes) else None
     clocks = FailureClocks(sources, idle)
     cluster = Cluster(
@@ -169,6 +185,7 @@ def simulate_replica(
         else None,
         spare_rng=stream(seed, replica, "spare_order") if plan.spare_order == "random" else None,
         rate_rng=stream(seed, replica, "node_rates") if plan.node_rate_cv else None,
+        refail_rng=stream(seed, replica, "repairs_holding") if recurring else None,
     )
     if plan.repair is not None:
         cluster.shop = RepairShop(

@@ -26,6 +26,8 @@ STREAMS = {
     "lasting_faults": 10,  # whether a node-attributable failure leaves a lasting fault
     "spare_order": 11,  # which warm spare fills a slot (spare_order: random)
     "node_rates": 12,  # each node's own rate multiplier (cluster.node_rate_cv)
+    "recurrences": 13,  # when a failure whose repair did not hold comes back (refail_hours)
+    "repairs_holding": 14,  # whether a repair holds (refail_prob)
 }
 
 
