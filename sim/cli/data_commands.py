@@ -71,13 +71,41 @@ def _number(value: float) -> str:
     help=f"Where fitted.yaml, failures.yaml, fit.json and figures/ go [${RESULTS_ENV}/fit, "
     "else results/fit].",
 )
-@click.option("--seed", type=SEED, default=0, help="Bootstrap seed.")
+@click.option(
+    "--fleet-age-days",
+    type=DAYS_OR_ZERO,
+    help="The fleet's age at the window's start (0: the log starts with the fleet) [fitted "
+    "with the trend; a trainsim run's cluster.aging.age_days].",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Run the log's fleet back (fleet.yaml) and print the log beside the model, a verdict "
+    "per measure; figures/check.png.",
+)
+@click.option(
+    "--check-replicas", type=REPLICAS, default=20, show_default=True,
+    help="Replicas of the fleet the check runs.",
+)  # fmt: skip
+@click.option("--workers", type=WORKERS, help="Processes for the check's replicas [all cores].")
+@click.option(
+    "--like",
+    type=click.Path(path_type=Path),
+    help="A scenario to write again as scenario.yaml under --out, with the fitted failures, "
+    "spread and trend in place.",
+)
+@click.option("--seed", type=SEED, default=0, help="Bootstrap seed (and the check's).")
 @click.option("--figures/--no-figures", default=True, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout and nothing else.")
-def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, figures, as_json):
+def fit(
+    incidents, nodes, gpus_per_node, start, end, replica, point, out, fleet_age_days, check,
+    check_replicas, workers, like, seed, figures, as_json,
+):  # fmt: skip
     """Fit failure classes from an incident log (CSV or parquet: time, node[, class,
-    repair_hours, scope]): rates with exact 95% intervals, exponential vs Weibull, lemons,
-    repair times; writes a failures: fragment a scenario takes (docs/fitting.md)."""
+    repair_hours, scope]): rates with exact 95% intervals, exponential vs Weibull, lemons or
+    a spread between nodes, repairs that do not hold, the fleet's trend with its age, repair
+    times; writes a failures: fragment a scenario takes and the log's fleet as a scenario
+    (docs/fitting.md)."""
     from sim.data import fit as fitting
     from sim.data import logs
     from sim.runs.files import protect_run_files, write_regular
@@ -88,20 +116,40 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
     # never into a run directory (its files or figures), never through a link
     for path in (out, out / "figures"):
         protect_run_files(None, path, "--out")
-    log = logs.read_log(incidents, nodes, gpus_per_node, start, end, replica, point)
+    from sim.data import fleet_check
+
+    log = logs.read_log(
+        incidents, nodes, gpus_per_node, start, end, replica, point, fleet_age_days
+    )
     result = fitting.fit_log(log, seed)
-    doc = finite(result.doc())
+    doc = result.doc()
+    fleet = fleet_check.fleet_doc(result, log, check_replicas, seed)
+    scenario_text = None
+    if like is not None:
+        scenario_text = fleet_check.like_yaml(like, result, log)
+    checked = None
+    if check and result.classes:
+        checked = fleet_check.check(
+            result, log, check_replicas, seed, workers, progress=not as_json
+        )
+        doc["check"] = checked.doc()
+    doc = finite(doc)
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_regular(out / "fitted.yaml", fitting.fragment_yaml(result))
         write_regular(
             out / "failures.yaml", yaml.safe_dump(result.fragment()["failures"], sort_keys=False)
         )
+        write_regular(out / "fleet.yaml", fleet_check.fleet_yaml(fleet, result))
+        if scenario_text is not None:
+            write_regular(out / "scenario.yaml", scenario_text)
         write_regular(out / "fit.json", json.dumps(doc, indent=2, default=json_default) + "\n")
         if figures and result.classes:
-            from sim.show.fit_plots import write_fit_figures
+            from sim.show.fit_plots import write_check_figure, write_fit_figures
 
             write_fit_figures(result, out / "figures", write_regular)
+            if checked is not None:
+                write_check_figure(checked, out / "figures", write_regular)
     except OSError as exc:
         where = exc.filename if exc.filename else out
         raise ScenarioError(
@@ -131,19 +179,73 @@ def fit(incidents, nodes, gpus_per_node, start, end, replica, point, out, seed, 
             f"lemons: per-node counts are not overdispersed (p = {result.lemons.p_value:.3g}"
             " >= 0.05): no spread between nodes written"
         )
+    if checked is not None:
+        show(screen, _check_table(checked))
+        screen.print(
+            f"check: {checked.passed} of {len(checked.judged)} measures within their tolerance "
+            f"(the model: the mean of {checked.replicas} replicas of fleet.yaml)",
+            markup=False,
+            highlight=False,
+        )
     screen.print(f"fragment: {out / 'fitted.yaml'}", markup=False, highlight=False)
+    screen.print(
+        f"the log's fleet: {trainsim_command()} run {shlex.quote(str(out / 'fleet.yaml'))} "
+        "--incidents",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    if scenario_text is not None:
+        screen.print(
+            f"use it: {trainsim_command()} run {shlex.quote(str(out / 'scenario.yaml'))}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,  # one line, to copy as it is
+        )
+        return
     failures = shlex.quote(str(out / "failures.yaml"))
     spread = " ".join(
         f"--set cluster.{key}={str(value).lower() if isinstance(value, bool) else value}"
-        for key, value in result.fragment().get("cluster", {}).items()
+        for key, value in _flat(result.fragment().get("cluster", {}))
     )
     screen.print(
         f'use it: {trainsim_command()} run SCENARIO --set "failures=$(cat {failures})"'
-        + (f" {spread}" if spread else ""),
+        + (f" {spread}" if spread else "")
+        + " (or fit again with --like SCENARIO: scenario.yaml with all of it in place)",
         markup=False,
         highlight=False,
         soft_wrap=True,  # one line, to copy as it is
     )
+
+
+def _flat(doc: dict, prefix: str = "") -> list[tuple[str, object]]:
+    """A nested mapping's leaves as (dotted key, value), for --set."""
+    out: list[tuple[str, object]] = []
+    for key, value in doc.items():
+        if isinstance(value, dict):
+            out.extend(_flat(value, f"{prefix}{key}."))
+        else:
+            out.append((f"{prefix}{key}", value))
+    return out
+
+
+def _check_table(checked) -> Table:
+    """The log beside the model, a row per measure."""
+    table = Table(title="the log against its fleet run back", title_justify="left")
+    text_column(table, "measure")
+    for column in ("log", "model", "model 5-95%", "tolerance"):
+        table.add_column(column, justify="right")
+    table.add_column("verdict")
+    for m in checked.measures:
+        low, high = m.range
+        if m.share:
+            values = (f"{m.log:.1%}", f"{m.mean:.1%}", f"{low:.1%}-{high:.1%}")
+        else:
+            values = (f"{m.log:,.0f}", f"{m.mean:,.0f}", f"{low:,.0f}-{high:,.0f}")
+        holds = m.holds()
+        verdict = "-" if holds is None else ("within" if holds else "OFF")
+        table.add_row(m.label, *values, m.tolerance if holds is not None else "-", verdict)
+    return table
 
 
 @click.command(name="forecast")

@@ -463,11 +463,16 @@ def dispersion(counts: np.ndarray) -> np.ndarray:
 
 
 def renewal_counts(
-    laws: list[tuple[float, float]], nodes: int, window: float, rng: np.random.Generator
+    laws: list[tuple[float, float]],
+    nodes: int,
+    window: float,
+    rng: np.random.Generator,
+    new: bool = False,
 ) -> np.ndarray:
     """`BOOTSTRAP` draws of every node's failures in the window (summed over the classes)
     when all nodes are alike: each class a Weibull renewal process (shape, scale in hours)
-    long in service, its first failure after an equilibrium residual life. Fewer draws for a
+    long in service, its first failure after an equilibrium residual life (or, `new`, a
+    whole one: nodes new at the window's start). Fewer draws for a
     fleet of more than 100,000 nodes (at most 2·10⁷ node-draws: the statistic of so many
     nodes barely varies between draws)."""
     total = np.zeros((max(20, min(BOOTSTRAP, 20_000_000 // max(nodes, 1))), nodes))
@@ -475,8 +480,11 @@ def renewal_counts(
         if shape == 1.0:  # exponential: Poisson counts
             total += rng.poisson(window / scale, size=total.shape)
             continue
-        biased = scale * rng.gamma(1.0 + 1.0 / shape, 1.0, total.shape) ** (1.0 / shape)
-        t = rng.random(total.shape) * biased
+        if new:  # nodes new at the window's start: a whole first life
+            t = scale * rng.weibull(shape, total.shape)
+        else:
+            biased = scale * rng.gamma(1.0 + 1.0 / shape, 1.0, total.shape) ** (1.0 / shape)
+            t = rng.random(total.shape) * biased
         while (alive := t <= window).any():
             total += alive
             t = np.where(alive, t + scale * rng.weibull(shape, total.shape), t)

@@ -37,6 +37,8 @@ class IncidentLog:
     nodes: int  # nodes exposed for the whole window (the rate's denominator)
     gpus_per_node: int
     warnings: tuple[str, ...] = ()
+    # the fleet's age at the window's start (hours since it was brought up); None: unknown
+    fleet_age_hours: float | None = None
 
     @property
     def gpu_days(self) -> float:
@@ -51,6 +53,7 @@ def read_log(
     end: str | float | None = None,
     replica: int | None = None,
     point: int | None = None,
+    fleet_age_days: float | None = None,
 ) -> IncidentLog:
     """Read and check an incident log (CSV or parquet). `start`/`end` bound the window: hours
     since its start for a log in hours, ISO 8601 for one in dates (then `start` is needed).
@@ -61,7 +64,7 @@ def read_log(
     frame = _read_table(Path(path))
     return log_from_table(
         frame, str(path), nodes, gpus_per_node, start, end, replica, point,
-        _run_dir_of(Path(path), frame),
+        _run_dir_of(Path(path), frame), fleet_age_days,
     )  # fmt: skip
 
 
@@ -85,6 +88,7 @@ def log_from_table(
     replica: int | None = None,
     point: int | None = None,
     run_dir: Path | None = None,
+    fleet_age_days: float | None = None,
 ) -> IncidentLog:
     """`read_log` of a table already in memory (e.g. a run's incidents.parquet, read)."""
     # a header written `time, node` (spaces after the commas) names the same columns
@@ -163,7 +167,12 @@ def log_from_table(
             "in?): rates use --nodes, the per-node counts every named node"
         )
     events = events.sort_values("time_h", kind="stable").reset_index(drop=True)
-    return IncidentLog(source, events, window, int(nodes), int(gpus_per_node), tuple(warnings))
+    if fleet_age_days is None:
+        fleet_age_days = run_defaults.get("fleet_age_days")
+    return IncidentLog(
+        source, events, window, int(nodes), int(gpus_per_node), tuple(warnings),
+        None if fleet_age_days is None else float(fleet_age_days) * HOURS_PER_DAY,
+    )  # fmt: skip
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -245,7 +254,7 @@ def _select_run(
     return frame, defaults
 
 
-def _run_cluster(scenario: Path, source: str) -> dict[str, int]:
+def _run_cluster(scenario: Path, source: str) -> dict[str, Any]:
     """A run's nodes and GPUs per node from its scenario.yaml (none if it gives no number)."""
     import yaml
 
@@ -263,7 +272,12 @@ def _run_cluster(scenario: Path, source: str) -> dict[str, int]:
     if not isinstance(doc, dict) or not isinstance(doc.get("cluster", {}), dict):
         raise bad(f"not a scenario (a {type(doc).__name__} at its top)")
     cluster = doc.get("cluster") or {}
-    found = {}
+    found: dict[str, Any] = {}
+    aging = cluster.get("aging")
+    if isinstance(aging, dict):
+        age = aging.get("age_days", aging.get("rated_at_days"))
+        if isinstance(age, int | float) and not isinstance(age, bool) and age >= 0:
+            found["fleet_age_days"] = float(age)
     for key, name in (("nodes", "nodes"), ("gpus_per_node", "gpus")):
         value = cluster.get(key, 8)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -45,12 +45,20 @@ class FleetAge:
         return rated / beta * (((self.start_s + t_s) / rated) ** beta - self._base)
 
     def wall(self, u_s):
-        """The wall time at which the operational time reaches `u_s` (U's inverse)."""
+        """The wall time at which the operational time reaches `u_s` (U's inverse); infinite
+        past what a float holds (a burn-in's operational time grows slowly: a lifetime can
+        outlast any horizon)."""
         rated, beta = self.rated_s, self.beta
         inner = self._base + beta * u_s / rated
         if isinstance(inner, np.ndarray):
-            return rated * inner ** (1.0 / beta) - self.start_s
-        return rated * inner ** (1.0 / beta) - self.start_s if inner > 0 else -self.start_s
+            with np.errstate(over="ignore", divide="ignore"):
+                power = np.exp(np.minimum(np.log(np.maximum(inner, 0.0)) / beta, 709.0))
+            return np.where(np.log(np.maximum(inner, 1e-300)) / beta > 700.0, np.inf,
+                            rated * power - self.start_s)  # fmt: skip
+        if inner <= 0:
+            return -self.start_s
+        exponent = math.log(inner) / beta
+        return rated * math.exp(exponent) - self.start_s if exponent < 700.0 else math.inf
 
     def end(self, now_s: float, lifetime_s: float) -> float:
         """The wall time a lifetime of `lifetime_s` operational seconds, started at wall time

@@ -24,10 +24,10 @@ import simpy
 
 from sim.engine.events import Failure
 from sim.engine.failures import FailureSource, RecurrenceSource
-from sim.model.distributions import Exponential
 from sim.engine.plan import ReplicaPlan
 from sim.engine.repair import RepairCalendar, RepairShop
 from sim.engine.streams import LazyStreams
+from sim.model.distributions import Exponential
 
 # where a node goes back to: the owned fleet (the job's nodes and the warm spares), or a pool
 OWNED, COLD, PREEMPTIBLE = 0, 1, 2

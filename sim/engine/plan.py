@@ -329,7 +329,14 @@ def build_plan(scenario: Scenario) -> ReplicaPlan:
         gpus_per_replica=batch.gpus_per_replica(scenario),
         full_replicas=full_replicas,
         step_s=perf.step_time_s(scenario),
-        total_steps=perf.total_steps(scenario),
+        total_steps=perf.total_steps(scenario)
+        if scenario.simulation.until == "finished"
+        # never finished: more steps than the horizon holds at full speed
+        else max(
+            perf.total_steps(scenario),
+            math.ceil(scenario.simulation.horizon_days * perf.DAY_S / perf.step_time_s(scenario))
+            + 1,
+        ),
         interval_steps=reliability.interval_steps(scenario),
         checkpoint_GB=checkpoints.checkpoint_GB(scenario),
         tier_write_GB_s=checkpoints.tier_share_GB_s(

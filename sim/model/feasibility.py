@@ -9,6 +9,8 @@ performance model, run before anything is simulated.
   effective --replicas before anything is written).
 `check` raises a `ScenarioError` when every point is affected (or any point has
 impossible failure rates) and returns per-point warnings otherwise.
+- A memory estimate within its uncertainty of the GPU's memory (`memory_warnings`): the
+  point runs, and the warning names the margin.
 
 A sweep point the loader marked `infeasible` (a configuration that cannot run: the batch
 does not divide, too few microbatches, the model does not fit) is left out of these
@@ -48,7 +50,7 @@ class Problem:
 def horizon_problem(scenario: Scenario) -> str | None:
     ideal_days = perf.total_steps(scenario) * perf.step_time_s(scenario) / perf.DAY_S
     horizon = scenario.simulation.horizon_days
-    if horizon < ideal_days:
+    if horizon < ideal_days and scenario.simulation.until == "finished":
         return (
             f"{horizon:g} days is shorter than the ideal time to train "
             f"({ideal_days:.2f} days without failures or checkpoints), so no replica can finish; "
@@ -141,6 +143,17 @@ def problems(scenario_set: ScenarioSet) -> list[Problem]:
             found.append(
                 Problem(point.index, point.params, "simulation.horizon_days", horizon, fatal=False)
             )
+    return found
+
+
+def memory_warnings(scenario_set: ScenarioSet) -> list[Problem]:
+    """The points that can run whose memory estimate is within its uncertainty of the GPU's
+    memory (`perf.memory_warning`): they run, and may or may not fit; not fatal."""
+    found = []
+    for point in scenario_set.feasible:
+        warning = perf.memory_warning(point.scenario)
+        if warning is not None:
+            found.append(Problem(point.index, point.params, "parallelism", warning, fatal=False))
     return found
 
 

@@ -109,6 +109,22 @@ class GpuConfig(_Section):
     nvlink_GB_s: Bandwidth = 900.0
 
 
+class AgingConfig(_Section):
+    """The fleet's age: every node-attributable class fails (a / rated_at_days)^(beta - 1)
+    times as often as its written rate at fleet age a (a power law, Crow-AMSAA: beta < 1 a
+    burn-in that fades as the fleet ages, 1 no trend)."""
+
+    beta: Annotated[float, Field(ge=0.01, le=5)]
+    # the fleet age (days since it was brought up) at which the classes' rates hold
+    rated_at_days: Annotated[float, Field(gt=0, le=MAX_DAYS * 10)]
+    # the fleet's age when the run starts (default: rated_at_days, the rates as written)
+    age_days: Annotated[float, Field(ge=0, le=MAX_DAYS * 10)] | None = None
+
+    @property
+    def start_days(self) -> float:
+        return self.rated_at_days if self.age_days is None else self.age_days
+
+
 class ClusterConfig(_Section):
     gpu: str | GpuConfig
     nodes: Count
@@ -132,6 +148,8 @@ class ClusterConfig(_Section):
     # which warm spare fills an empty job slot: the one idle longest (first in, first out),
     # the one back most recently (last in, first out), or one drawn at random
     spare_order: Literal["oldest", "newest", "random"] = "oldest"
+    # the fleet's age and its power-law trend of the node classes' rates (None: no trend)
+    aging: AgingConfig | None = None
     # DGX/HGX H100: 2 TB of host RAM per node
     host_memory_GB: Annotated[float, Field(gt=0, le=1e7)] = 2048.0
 
@@ -244,6 +262,10 @@ class PerformanceConfig(_Section):
     # gradient buckets the data-parallel reduction is issued in (Megatron's default bucket
     # holds 40M parameters: 80 MB of bf16 gradients); the last bucket is never hidden
     bucket_MB: Annotated[float, Field(gt=0, le=1e6)] = 80.0
+    # coefficient of variation of one GPU's compute time per step (GPUs of one model differ
+    # in clocks, power and thermals, and steps jitter): a synchronous step waits for the
+    # slowest of the job's GPUs, sim.model.perf.slowest_of (0: all GPUs alike)
+    jitter: Annotated[float, Field(ge=0, le=1)] = 0.02
     # model: `mfu` is calibrated at its configuration and the step follows the built-up
     # model elsewhere; fixed: the same MFU at every configuration
     mfu_scaling: Literal["model", "fixed"] = "model"
@@ -467,6 +489,11 @@ class FailureClassConfig(_Section):
     silent: StrictBool = False
     # recovery waits for the on-call engineer (`oncall:`) before the restart
     needs_human: StrictBool = False
+    # a repair that does not hold: with this probability the node comes back from the
+    # repair of a failure of this class with the fault still there, and the class fails on
+    # it again after an exponential time in service of mean refail_hours
+    refail_prob: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    refail_hours: PositiveHours = 24.0
 
     @model_validator(mode="after")
     def _consistent(self) -> FailureClassConfig:
@@ -502,6 +529,12 @@ class FailureClassConfig(_Section):
             raise ValueError("distribution lognormal needs lognormal_sigma")
         if self.distribution != "lognormal" and self.lognormal_sigma is not None:
             raise ValueError("lognormal_sigma is only meaningful with distribution: lognormal")
+        if self.refail_prob > 0 and (self.scope not in ("gpu", "node") or not self.replaces_nodes):
+            raise KeyPathError(
+                "refail_prob",
+                "refail_prob > 0 needs scope gpu or node with replace not false: a repair "
+                "that does not hold follows a node's repair",
+            )
         if self.replace and self.scope in ("job", "link", "storage"):
             raise KeyPathError(
                 "replace",
@@ -614,13 +647,26 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 
 
 class MemoryConfig(_Section):
-    """Bytes per parameter of the model states a GPU holds (sim.model.perf checks that they and
-    the activations fit in its memory): bf16 weights, fp32 gradients, and the optimizer's
-    fp32 master weights and two Adam moments (ZeRO's mixed-precision Adam: 2 + 4 + 12)."""
+    """What a GPU holds (sim.model.memory; sim.model.perf checks that it fits): the model
+    states by the precisions of the parameters, their gradients and the Adam moments, as
+    Megatron-LM's distributed-optimizer documentation tabulates them (bf16 parameters and
+    bf16 gradients: 20 bytes per parameter, 4 + 16/d with the distributed optimizer; fp32
+    gradients: 18, 6 + 12/d; fp32 parameters: 16, 8 + 8/d), and the activations. The
+    defaults are Megatron-Core's (DistributedDataParallelConfig: grad_reduce_in_fp32 false)
+    and NeMo's performance recipes'; Megatron-LM's --bf16 keeps fp32 gradients.
+    The *_bytes_per_param keys, when given, override what the precisions give."""
 
-    weight_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 2.0
-    grad_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 4.0
-    optimizer_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] = 12.0
+    param_precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    # the gradients accumulated and reduced over the data-parallel ranks (the main grads)
+    grad_precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    # Adam's two moments (Megatron-Core's precision-aware optimizer: --exp-avg-dtype)
+    moment_precision: Literal["fp32", "bf16"] = "fp32"
+    weight_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] | None = None
+    grad_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] | None = None
+    optimizer_bytes_per_param: Annotated[float, Field(ge=0, le=1000)] | None = None
+    # dropout masks kept for the backward pass (Korthikanti et al. 2022 count two per
+    # layer, as GPT-3 trained; Llama 3 and Nemotron-4 train without dropout)
+    dropout: StrictBool = True
     # attention activations: flash (FlashAttention-style kernels: the scores are never
     # stored, the default of modern stacks) or stored-scores (the a·s² scores, softmax and
     # dropout mask kept for the backward pass: Korthikanti et al. 2022's 5·a·s/h term)
@@ -639,6 +685,10 @@ class SimulationConfig(_Section):
     replicas: Count = 1000
     seed: Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)] = 0
     horizon_days: Annotated[float, Field(gt=0, le=MAX_DAYS)] = 730.0
+    # finished: a replica ends when the job has trained its tokens (or at the horizon);
+    # horizon: every replica runs to the horizon, the job never finishing (a fleet over a
+    # window, as `trainsim fit` writes one: its failures, not a time to train)
+    until: Literal["finished", "horizon"] = "finished"
     # serial | processes | dask (None: processes with more than one worker, else serial)
     executor: Literal[EXECUTORS] | None = None  # type: ignore[valid-type]
     # the run's start on the weekly calendar (on-call response times depend on it)

@@ -18,6 +18,7 @@ from scipy import stats
 
 from sim.data.estimates import LemonFit
 from sim.data.fit import ClassFit, FitResult
+from sim.data.fleet_check import Check
 from sim.show import palette
 
 
@@ -171,3 +172,62 @@ def write_fit_figures(
         write(path, _png(counts_figure(result.lemons)))
         written.append(path)
     return written
+
+
+def check_figure(check: Check) -> Figure:
+    """The log against the model run back: nodes by their failure count (the log's, and the
+    replicas' mean with their 5-95% range), and the failures so far over the window (the
+    log's, the replicas' mean and range)."""
+    fig = Figure(figsize=(11.0, 4.2))
+    counts_ax, time_ax = fig.subplots(1, 2)
+    top = int(max(check.log_counts.max(initial=0), *(c.max(initial=0) for c in check.model_counts)))
+    top = min(top, int(np.quantile(check.log_counts, 0.995)) * 2 + 5)
+    edges = np.arange(top + 2) - 0.5
+    model = np.array([np.histogram(np.minimum(c, top), edges)[0] for c in check.model_counts])
+    k = np.arange(top + 1)
+    counts_ax.fill_between(
+        k, np.quantile(model, 0.05, axis=0), np.quantile(model, 0.95, axis=0), step="mid",
+        color=palette.SERIES[0], alpha=0.25, label="model: 5-95% of replicas",
+    )  # fmt: skip
+    counts_ax.step(k, model.mean(axis=0), where="mid", color=palette.SERIES[0],
+                   label=f"model: mean of {check.replicas} replicas")  # fmt: skip
+    logged = np.histogram(np.minimum(check.log_counts, top), edges)[0].astype(float)
+    logged[logged == 0] = np.nan  # no node with that count: no dot
+    counts_ax.plot(k, logged, "o", color=palette.TOTAL, markersize=4, label="log")
+    counts_ax.set_yscale("symlog", linthresh=1.0)
+    counts_ax.set_xlabel(f"failures of a node in the window (the last bar: {top} or more)")
+    counts_ax.set_ylabel("nodes")
+    counts_ax.set_title("Failures per node", fontsize=10)
+    counts_ax.legend(fontsize=8)
+    counts_ax.grid(alpha=0.3)
+
+    days = np.linspace(0.0, check.window_h, 200)
+    so_far = np.array([np.searchsorted(t, days, side="right") for t in check.model_times])
+    x = days / 24.0
+    time_ax.fill_between(
+        x, np.quantile(so_far, 0.05, axis=0), np.quantile(so_far, 0.95, axis=0),
+        color=palette.SERIES[0], alpha=0.25, label="model: 5-95% of replicas",
+    )  # fmt: skip
+    time_ax.plot(x, so_far.mean(axis=0), color=palette.SERIES[0], label="model: mean")
+    time_ax.plot(x, np.searchsorted(check.log_times, days, side="right"), color=palette.TOTAL,
+                 label="log")  # fmt: skip
+    for quarter in (1, 2, 3):
+        time_ax.axvline(check.window_h * quarter / 4 / 24.0, color="0.8", lw=0.8, zorder=0)
+    time_ax.set_xlabel("days since the window's start (grey: its quarters)")
+    time_ax.set_ylabel("failures so far")
+    time_ax.set_title("Failures over the window", fontsize=10)
+    time_ax.legend(fontsize=8, loc="lower right")
+    time_ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def write_check_figure(
+    check: Check, out: Path, write: Callable[[Path, bytes], None] | None = None
+) -> Path:
+    """`check.png` under `out` (written as `write_fit_figures` writes)."""
+    write = write or (lambda path, data: path.write_bytes(data))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "check.png"
+    write(path, _png(check_figure(check)))
+    return path

@@ -1,0 +1,310 @@
+"""The fleet-level parts of a fit: the power-law trend of the fleet's failures with its age
+(Crow-AMSAA), repairs that do not hold (a hazard just after a node's return beyond the
+class's own), and the spread of rates between nodes corrected for what the classes' laws
+and the recurrences spread by themselves. docs/fitting.md gives every formula.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import optimize, stats
+
+from sim.data.estimates import LEVEL, Estimate
+
+HOURS_PER_DAY = 24.0
+MIN_TREND_EVENTS = 30  # the power law needs this many node failures
+MIN_REFAIL_REPAIRS = 20  # repairs of a class before its recurrences are fitted
+REFAIL_WINDOW_H = 30 * 24.0  # the time after a return in which recurrences are looked for
+BETA_RANGE = (0.01, 5.0)  # the trend's shapes searched (the schema's cluster.aging.beta)
+
+
+# --------------------------------------------------------------------------- the trend
+
+
+@dataclass(frozen=True)
+class TrendFit:
+    """A power law λ(a) ∝ a^(β−1) of the fleet's failures at fleet age a, fitted on the
+    failure times of a window from fleet age `start_h` to `start_h + window_h`."""
+
+    beta: Estimate
+    start_h: float
+    window_h: float
+    loglik: float
+    loglik_flat: float
+    written: bool  # the interval excludes 1 and the AIC prefers the trend
+
+    @property
+    def rated_h(self) -> float:
+        """The age the written rates hold at: the window's end (the fleet as it is now)."""
+        return self.start_h + self.window_h
+
+    def operational(self, t_h: np.ndarray | float) -> np.ndarray | float:
+        """U(t): the integral of the multiplier (a/rated)^(β−1) from the window's start."""
+        if not self.written:
+            return t_h
+        b, rated = self.beta.value, self.rated_h
+        base = (self.start_h / rated) ** b
+        return rated / b * (((self.start_h + np.asarray(t_h)) / rated) ** b - base)
+
+    @property
+    def mean_multiplier(self) -> float:
+        """The window's mean multiplier, U(T)/T: the exposure in the rated fleet's time."""
+        return float(self.operational(self.window_h)) / self.window_h
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "beta": self.beta.doc(),
+            "fleet_age_at_start_days": self.start_h / HOURS_PER_DAY,
+            "rated_at_days": self.rated_h / HOURS_PER_DAY,
+            "loglik": self.loglik,
+            "loglik_flat": self.loglik_flat,
+            "written": self.written,
+        }
+
+
+def _power_law_loglik(beta: float, times: np.ndarray, start: float, window: float) -> float:
+    """The profile log-likelihood of the power-law process of shape β on `times` (hours
+    since the window's start, fleet age `start` there), its scale maximised in closed form:
+    n·log(n/D) + n·log β + (β−1)·Σ log(a₀+tᵢ) − n, D = (a₀+T)^β − a₀^β."""
+    n = len(times)
+    top = start + window
+    # D/top^β, kept in scale: the ages are thousands of hours
+    d = 1.0 - (start / top) ** beta
+    if d <= 0:
+        return -math.inf
+    return (
+        n * math.log(n / d)
+        + n * math.log(beta)
+        + (beta - 1.0) * float(np.sum(np.log((start + times) / top)))
+        - n
+        - n * math.log(top)
+    )
+
+
+def fit_trend(times_h: np.ndarray, window_h: float, start_h: float, level: float = LEVEL) -> TrendFit:
+    """Crow-AMSAA by maximum likelihood: the fleet's failures a Poisson process of intensity
+    θ·β·a^(β−1) in fleet age a (time-truncated at the window's end), θ profiled out; β's
+    interval where the profile is within χ²₁(level)/2 of its maximum. Written when that
+    interval excludes 1 and the AIC prefers it to a flat rate."""
+    times = np.asarray(times_h, dtype=float)
+    times = np.clip(times, 1e-6, window_h)  # a failure at the window's opening instant
+    n = len(times)
+
+    def profile(log_b: float) -> float:
+        return _power_law_loglik(math.exp(log_b), times, start_h, window_h)
+
+    bounds = (math.log(BETA_RANGE[0]), math.log(BETA_RANGE[1]))
+    best = optimize.minimize_scalar(lambda v: -profile(v), bounds=bounds, method="bounded")
+    at, top = float(best.x), -float(best.fun)
+    flat = profile(0.0)
+    cut = top - stats.chi2.ppf(level, 1) / 2
+
+    def edge(bound: float) -> float:
+        if profile(bound) >= cut:
+            return bound
+        low, high = (bound, at) if bound < at else (at, bound)
+        return optimize.brentq(lambda v: profile(v) - cut, low, high, xtol=1e-7)
+
+    low, high = math.exp(edge(bounds[0])), math.exp(edge(bounds[1]))
+    written = not low <= 1.0 <= high and (4 - 2 * top) < (2 - 2 * flat)
+    return TrendFit(Estimate(math.exp(at), low, high, n), start_h, window_h, top, flat, written)
+
+
+def fit_trend_from_log(
+    times_h: np.ndarray, window_h: float, start_h: float | None, level: float = LEVEL
+) -> TrendFit:
+    """`fit_trend` at the fleet age given, or, when it is not known, at the age of the window's
+    start that maximises the likelihood: 0 (the log starts with the fleet) or one of a grid
+    from a thousandth of the window to a hundred windows (an old fleet's trend is flat)."""
+    if start_h is not None:
+        return fit_trend(times_h, window_h, start_h, level)
+    grid = [0.0, *(window_h * np.geomspace(1e-3, 100.0, 31)).tolist()]
+    fits = [fit_trend(times_h, window_h, start, level) for start in grid]
+    at = max(range(len(fits)), key=lambda i: (fits[i].loglik, -i))
+    if at == 0:
+        return fits[0]
+    # between the grid's neighbours of the best, the age that maximises the likelihood
+    low, high = math.log(grid[max(at - 1, 1)]), math.log(grid[min(at + 1, len(grid) - 1)])
+    found = optimize.minimize_scalar(
+        lambda v: -fit_trend(times_h, window_h, math.exp(v), level).loglik,
+        bounds=(low, high),
+        method="bounded",
+        options={"xatol": 1e-3},
+    )
+    refined = fit_trend(times_h, window_h, math.exp(float(found.x)), level)
+    return refined if refined.loglik >= fits[at].loglik else fits[at]
+
+
+# --------------------------------------------------------------------------- recurrences
+
+
+@dataclass(frozen=True)
+class RefailFit:
+    """Repairs of a class that do not hold: with probability p a node's return from the
+    repair of a failure of the class is followed by the class's failure again after an
+    exponential time of mean `hours` in service, on top of the node's own hazard."""
+
+    prob: Estimate
+    hours: Estimate
+    repairs: int
+    loglik: float
+    loglik_none: float
+    written: bool  # p = 0 rejected by the likelihood ratio
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "prob": self.prob.doc(),
+            "hours": self.hours.doc(),
+            "repairs": self.repairs,
+            "loglik": self.loglik,
+            "loglik_none": self.loglik_none,
+            "written": self.written,
+        }
+
+
+def _refail_loglik(p: float, r: float, gaps: np.ndarray, seen: np.ndarray, base: np.ndarray) -> float:
+    """Each return's time to the node's next failure of the class (`gaps`, hours; `seen`
+    false where the node was still up when it was cut), with the node's own hazard `base`
+    (per hour, constant over the short time looked at) and a recurrence that comes with
+    probability p after an exponential time of mean r: S(g) = (1 − p + p·e^{−g/r})·e^{−h·g},
+    f(g) = (p/r·e^{−g/r} + h·(1 − p + p·e^{−g/r}))·e^{−h·g}."""
+    decay = np.exp(-gaps / r)
+    survive = 1.0 - p + p * decay
+    density = p / r * decay + base * survive
+    return float(
+        np.sum(np.where(seen, np.log(np.maximum(density, 1e-300)), np.log(survive)))
+        - np.sum(base * gaps)
+    )
+
+
+def fit_refail(
+    gaps: np.ndarray, seen: np.ndarray, base: np.ndarray, level: float = LEVEL
+) -> RefailFit:
+    """(p, r) by maximum likelihood (`_refail_loglik`); p's interval from its profile, r's
+    from its own; written when the likelihood ratio against p = 0 (one-sided: p ≥ 0, so
+    χ²₁ at twice the level's tail) rejects no recurrences."""
+    gaps = np.maximum(np.asarray(gaps, dtype=float), 1e-3)
+    n = len(gaps)
+    none = _refail_loglik(0.0, 1.0, gaps, seen, base)
+
+    def negative(x: np.ndarray) -> float:
+        p = 1.0 / (1.0 + math.exp(-x[0]))
+        return -_refail_loglik(p, math.exp(x[1]), gaps, seen, base)
+
+    best = None
+    for p0, r0 in ((0.05, 6.0), (0.2, 24.0), (0.1, 2.0), (0.3, 72.0)):
+        found = optimize.minimize(
+            negative, [math.log(p0 / (1 - p0)), math.log(r0)], method="Nelder-Mead",
+            options={"xatol": 1e-6, "fatol": 1e-8, "maxiter": 4000},
+        )  # fmt: skip
+        if best is None or found.fun < best.fun:
+            best = found
+    p = 1.0 / (1.0 + math.exp(-best.x[0]))
+    r = min(math.exp(best.x[1]), REFAIL_WINDOW_H)
+    top = -float(best.fun)
+    cut = top - stats.chi2.ppf(level, 1) / 2
+
+    def p_profile(value: float) -> float:
+        found = optimize.minimize_scalar(
+            lambda lr: -_refail_loglik(value, math.exp(lr), gaps, seen, base),
+            bounds=(math.log(0.01), math.log(REFAIL_WINDOW_H)),
+            method="bounded",
+        )
+        return -float(found.fun)
+
+    def r_profile(value: float) -> float:
+        found = optimize.minimize_scalar(
+            lambda x: -_refail_loglik(1 / (1 + math.exp(-x)), value, gaps, seen, base),
+            bounds=(-12.0, 8.0),
+            method="bounded",
+        )
+        return -float(found.fun)
+
+    def edge(f, at: float, bound: float) -> float:
+        if f(bound) >= cut:
+            return bound
+        if f(at) <= cut:
+            return at
+        return optimize.brentq(lambda v: f(v) - cut, min(at, bound), max(at, bound), xtol=1e-6)
+
+    p_low, p_high = edge(p_profile, p, 0.0), edge(p_profile, p, 0.999)
+    r_low, r_high = edge(r_profile, r, 0.01), edge(r_profile, r, REFAIL_WINDOW_H)
+    # p ≥ 0 sits on the boundary under the null: the ratio is half χ²₀, half χ²₁
+    written = 2 * (top - none) > stats.chi2.ppf(1 - 2 * (1 - level), 1) and p > 0.001
+    return RefailFit(
+        Estimate(p, p_low, p_high, n), Estimate(r, r_low, r_high, n), n, top, none, written
+    )
+
+
+def return_gaps(
+    times: np.ndarray,
+    nodes: np.ndarray,
+    repairs: np.ndarray,
+    same_class: np.ndarray,
+    window_h: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For every failure of the class (`same_class`) of a named node: its return (the
+    failure's time plus its repair), the time from there to the node's next failure of the
+    class, cut at `REFAIL_WINDOW_H` or the window's end, and whether that failure was seen.
+    Returns (index of the failure, return time, gap, seen, index of the next failure or -1);
+    failures logged while the node was still in repair count as seen at once. `times`,
+    `nodes` sorted by node then time."""
+    out_index, out_return, out_gap, out_seen, out_next = [], [], [], [], []
+    class_rows = np.flatnonzero(same_class & (nodes >= 0))
+    by_node: dict[int, list[int]] = {}
+    for row in class_rows.tolist():
+        by_node.setdefault(int(nodes[row]), []).append(row)
+    for rows in by_node.values():
+        for k, row in enumerate(rows):
+            back = times[row] + (repairs[row] if repairs[row] == repairs[row] else 0.0)
+            if back >= window_h:
+                continue
+            limit = min(back + REFAIL_WINDOW_H, window_h)
+            if k + 1 < len(rows) and times[rows[k + 1]] <= limit:
+                gap, seen, following = max(times[rows[k + 1]] - back, 0.0), True, rows[k + 1]
+            else:
+                gap, seen, following = limit - back, False, -1
+            out_next.append(following)
+            out_index.append(row)
+            out_return.append(back)
+            out_gap.append(gap)
+            out_seen.append(seen)
+    return (
+        np.array(out_index, dtype=np.int64),
+        np.array(out_return, dtype=float),
+        np.array(out_gap, dtype=float),
+        np.array(out_seen, dtype=bool),
+        np.array(out_next, dtype=np.int64),
+    )
+
+
+def recurrence_weights(fit: RefailFit, gaps: np.ndarray, seen: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """Each seen next failure's posterior probability of being a recurrence (0 for cut
+    gaps): p/r·e^{−g/r} over the density of `_refail_loglik`."""
+    p, r = fit.prob.value, fit.hours.value
+    decay = np.exp(-np.maximum(gaps, 1e-3) / r)
+    own = p / r * decay
+    density = own + base * (1.0 - p + p * decay)
+    return np.where(seen, own / np.maximum(density, 1e-300), 0.0)
+
+
+# --------------------------------------------------------------------------- the spread
+
+
+def spread_beyond(cv: float, counts: np.ndarray, null_counts: np.ndarray) -> float:
+    """The coefficient of variation of the nodes' own rates (gamma, mean 1) beyond what the
+    classes' laws and the recurrences spread by themselves. `cv` is the negative binomial's
+    (Poisson counts at gamma rates: Var N = μ + c²·μ²); nodes alike under the laws have
+    counts (`null_counts`, draws) of variance φ·μ, φ the null's variance over its mean, so
+    Var N = φ·μ + c'²·μ² and c'² = c² − (φ − 1)/μ (0 when the laws spread the counts as
+    much as the log)."""
+    mean = float(np.mean(counts))
+    if mean <= 0:
+        return 0.0
+    null_mean = float(np.mean(null_counts))
+    phi = float(np.mean(np.var(null_counts, axis=-1, ddof=1))) / max(null_mean, 1e-12)
+    return math.sqrt(max(cv**2 - (phi - 1.0) / mean, 0.0))
