@@ -7,6 +7,7 @@ say nothing; the table of `trainsim fit` and the scenario fragment that reproduc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -33,15 +34,17 @@ from sim.data.estimates import (
 from sim.data.fleet_estimates import (
     MIN_REFAIL_REPAIRS,
     MIN_TREND_EVENTS,
+    Baseline,
     RefailFit,
     TrendFit,
     fit_refail,
     fit_trend_from_log,
     recurrence_weights,
     return_gaps,
-    spread_beyond,
 )
+from sim.data.frailty import NodeLives, fit_frailty, held_at_one
 from sim.data.logs import NODE_SCOPES, IncidentLog
+from sim.runs import arguments as check
 
 # Below these counts the estimate is replaced by a warning (docs/fitting.md).
 MIN_EVENTS_RATE = 5  # a class's rate: printed with its exact interval, but warned below this
@@ -71,6 +74,7 @@ class ClassFit:
     recurrences: float = 0.0  # the expected recurrences among the class's failures
     age: str = "in_service"  # the nodes at the window's start: new, or long in service
     repair_mean_hours: float | None = None  # the log's mean repair time (None: none logged)
+    written: Estimate | None = None  # the rate written with its interval
 
     @property
     def distribution(self) -> str:
@@ -89,6 +93,7 @@ class ClassFit:
             "recurrences": self.recurrences,
             "age": self.age,
             "written_rate_per_1k_gpu_day": self.written_rate,
+            "written_rate_interval": None if self.written is None else self.written.doc(),
         }
 
 
@@ -104,6 +109,7 @@ class FitResult:
     warnings: list[str]
     trend: TrendFit | None = None
     node_cv: float = 0.0  # the spread written: beyond the laws' and recurrences' own
+    node_cv_fit: Estimate | None = None  # ... with its interval, fitted with the laws
 
     def fragment(self) -> dict[str, Any]:
         """The scenario keys the fit gives: `failures:` (a list that replaces a scenario's
@@ -158,6 +164,7 @@ class FitResult:
             "lemons": None if self.lemons is None else self.lemons.doc(),
             "trend": None if self.trend is None else self.trend.doc(),
             "node_rate_cv_written": self.node_cv,
+            "node_rate_cv_fit": None if self.node_cv_fit is None else self.node_cv_fit.doc(),
             "warnings": self.warnings,
             "fragment": self.fragment(),
         }
@@ -171,6 +178,12 @@ def fit_log(log: IncidentLog, seed: int = 0) -> FitResult:
     """Every class's rate, lifetime law and repair times; lemons from the per-node counts.
     The optimisers' floating-point warnings (a likelihood probed far from its maximum) are
     theirs to handle, not the user's to read."""
+    if not isinstance(log, IncidentLog):
+        raise check.ArgumentError(
+            "fit_log", "log",
+            f"expected an IncidentLog (sim.data.logs.read_log(path)), not {type(log).__name__}",
+        )  # fmt: skip
+    seed = check.seed("fit_log", seed)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return _fit_log(log, seed)
@@ -215,6 +228,7 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
     counts = np.bincount(attributable["node"].to_numpy(dtype=np.int64), minlength=nodes)
     counts = counts.astype(float)
     raw_pace = _gamma_pace(counts)
+    raw_unseen = float(_gamma_pace(np.zeros(1), of=counts)[0])
 
     classes: list[_Class] = []
     for name in names:
@@ -242,38 +256,58 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
                 f"{name}: {np.count_nonzero(repairs > 0)} repair times above 0 "
                 f"(< {MIN_REPAIRS}): no repair law fitted"
             )
-        if scope in NODE_SCOPES and len(repairs) >= MIN_REFAIL_REPAIRS:
-            _fit_recurrences(item, o_times, o_nodes, o_repairs, o_classes, window, nodes,
-                             raw_pace, trend if aging else None, multiplier)  # fmt: skip
         classes.append(item)
 
-    def fit_laws(pace: np.ndarray | None) -> None:
-        for item in classes:
-            if item.events < MIN_EVENTS_SHAPE:
-                continue
-            keep = item.rows[~item.recurrent]
-            node_ids = o_nodes[keep] if item.scope in NODE_SCOPES else np.full(len(keep), -1)
-            lives = renewal_lives(
-                operational(o_times[keep]),
-                node_ids,
-                float(operational(np.array(window))),
-                nodes if item.scope in NODE_SCOPES else 0,
-                pace=None if pace is None or item.scope not in NODE_SCOPES else pace[node_ids],
-                unseen_pace=1.0 if pace is None else float(pace_of_unseen),
+    def class_lives(
+        item: _Class, recurrent: np.ndarray, pace: np.ndarray | None, unseen: float
+    ) -> Lives:
+        keep = item.rows[~recurrent]
+        node_ids = o_nodes[keep] if item.scope in NODE_SCOPES else np.full(len(keep), -1)
+        lives = renewal_lives(
+            operational(o_times[keep]),
+            node_ids,
+            float(operational(np.array(window))),
+            nodes if item.scope in NODE_SCOPES else 0,
+            pace=None if pace is None or item.scope not in NODE_SCOPES else pace[node_ids],
+            unseen_pace=unseen,
+        )
+        if new_fleet and item.scope in NODE_SCOPES:
+            lives = Lives(
+                whole=np.concatenate((lives.whole, lives.first)),
+                whole_cut=np.concatenate((lives.whole_cut, lives.first_cut)),
+                first=np.array([]),
+                first_cut=np.array([]),
+                ties=lives.ties,
             )
-            if new_fleet and item.scope in NODE_SCOPES:
-                lives = Lives(
-                    whole=np.concatenate((lives.whole, lives.first)),
-                    whole_cut=np.concatenate((lives.whole_cut, lives.first_cut)),
-                    first=np.array([]),
-                    first_cut=np.array([]),
-                    ties=lives.ties,
-                )
-            item.lives = lives
-            item.lifetime = fit_lifetime(lives)
+        return lives
 
-    pace_of_unseen = 1.0
+    def fit_laws(pace: np.ndarray | None, unseen: float = 1.0) -> None:
+        for item in classes:
+            if item.events >= MIN_EVENTS_SHAPE:
+                item.lives = class_lives(item, item.recurrent, pace, unseen)
+                item.lifetime = fit_lifetime(item.lives)
+
     fit_laws(None)
+    # the repairs that do not hold, against each class's own hazard after a repair, and the
+    # laws on the failures that are not their recurrences, in turn until they agree: a law
+    # with a decreasing hazard, restarted by the repair, and recurrences both make failures
+    # follow repairs closely (started from an exponential law, which gives the recurrences
+    # all of it; three rounds)
+    recurring = [
+        item for item in classes
+        if item.scope in NODE_SCOPES
+        and np.count_nonzero(~np.isnan(o_repairs[item.rows])) >= MIN_REFAIL_REPAIRS
+    ]  # fmt: skip
+    for round_ in range(3 if recurring else 0):
+        for item in recurring:
+            _fit_recurrences(item, o_times, o_nodes, o_repairs, o_classes, window, nodes,
+                             raw_pace, trend if aging else None, multiplier,
+                             None if round_ == 0 else item.lifetime)  # fmt: skip
+        # the laws on lives paced by each node's rate from its count: the baseline above
+        # takes the node's pace apart, so its law must not hold the spread as well
+        fit_laws(raw_pace, raw_unseen)
+    if recurring:
+        fit_laws(None)
     for item in classes:
         if item.lives is not None and item.lives.ties:
             warnings.append(
@@ -287,7 +321,7 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
             )
 
     lemons = None
-    node_cv = 0.0
+    node_cv, node_cv_fit = 0.0, None
     if len(events) == 0:
         pass  # nothing to fit, said below
     elif len(attributable) < MIN_EVENTS_LEMONS or nodes < MIN_NODES_LEMONS:
@@ -301,20 +335,42 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
         null = _null_counts(classes, nodes, horizon, window, new_fleet, rng)
         lemons = fit_lemons(counts, rng, null=dispersion(null))
         if lemons.overdispersed and lemons.spread == "gamma":
-            # the spread beyond the laws' and the recurrences' own, and the laws again on
-            # lives paced by it (twice: the laws' spread depends on the pace)
-            for _ in range(2):
-                node_cv = spread_beyond(lemons.node_cv.value, counts, null)
-                if node_cv <= 0:
-                    break
-                pace = _gamma_pace(counts, node_cv)
-                pace_of_unseen = float(_gamma_pace(np.zeros(1), node_cv, counts)[0])
-                fit_laws(pace)
-                null = _null_counts(classes, nodes, horizon, window, new_fleet, rng)
-            node_cv = spread_beyond(lemons.node_cv.value, counts, null)
+            # the spread and the node classes' laws together (a node's rate shared by its
+            # classes, integrated out): neither is read twice
+            node_cv_fit = _fit_jointly(classes, o_times, o_nodes, operational, window, nodes,
+                                       new_fleet, lemons.node_cv.value)  # fmt: skip
+            if recurring:
+                # the recurrences once more, against the laws and the spread fitted together
+                # (the paced laws above miss part of a decreasing hazard's first hours), and
+                # the laws and the spread again without them
+                pace = _gamma_pace(counts, node_cv_fit.value)
+                for item in recurring:
+                    _fit_recurrences(item, o_times, o_nodes, o_repairs, o_classes, window,
+                                     nodes, pace, trend if aging else None, multiplier,
+                                     item.lifetime)  # fmt: skip
+                node_cv_fit = _fit_jointly(classes, o_times, o_nodes, operational, window,
+                                           nodes, new_fleet, node_cv_fit.value, warm=True)  # fmt: skip
+            node_cv = node_cv_fit.value
+            # which failures are recurrences is itself uncertain (as p is), and a class's
+            # shape moves with how many are set aside: its interval takes in the shapes
+            # (of lives paced by the nodes' counts) with as many set aside as p's interval
+            # gives at either end
+            for item in classes:
+                law, refail = item.lifetime, item.refail
+                if law is None or refail is None or item.events < MIN_EVENTS_SHAPE:
+                    continue
+                shapes = []
+                for p in (refail.prob.low, refail.prob.value, refail.prob.high):
+                    recurrent = item.set_aside(item.recurrences * p / refail.prob.value)
+                    lives = class_lives(item, recurrent, raw_pace, raw_unseen)
+                    shapes.append(fit_lifetime(lives).shape.value)
+                low = law.shape.low * min(1.0, min(shapes) / shapes[1])
+                high = law.shape.high * max(1.0, max(shapes) / shapes[1])
+                wider = Estimate(law.shape.value, low, high, law.shape.events)
+                chosen = law.chosen if not low <= 1.0 <= high else "exponential"
+                item.lifetime = dataclasses.replace(law, shape=wider, chosen=chosen)
         elif lemons.has_lemons:
-            pace_of_unseen = float(lemons.pace(np.zeros(1))[0])
-            fit_laws(lemons.pace(counts))
+            fit_laws(lemons.pace(counts), float(lemons.pace(np.zeros(1))[0]))
     excess = 1.0
     if lemons is not None and lemons.has_lemons:
         f, m = lemons.fraction.value, lemons.multiplier.value
@@ -330,8 +386,27 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
         # the rate written: the class's own failures (not its recurrences, which the engine
         # adds), in the rated fleet's time, of a sound node
         own = item.events - item.recurrences
-        written = own / exposure / (multiplier if item.scope in NODE_SCOPES else 1.0)
-        written /= excess if item.scope in NODE_SCOPES else 1.0
+        node_class = item.scope in NODE_SCOPES
+        written = own / exposure / (multiplier if node_class else 1.0)
+        written /= excess if node_class else 1.0
+        # its interval: the own failures' count, whose variance the law (a renewal process's
+        # CV²) and the spread between nodes (c²·n̄ of a gamma mixture of Poisson counts) add
+        # to, over the trend's mean multiplier at either end of β's interval
+        phi = 1.0
+        if law is not None and law.chosen == "weibull":
+            k = law.shape.value
+            phi = max(1.0, math.gamma(1 + 2 / k) / math.gamma(1 + 1 / k) ** 2 - 1)
+        if node_class and node_cv > 0:
+            phi += node_cv**2 * item.events / nodes
+        counted = poisson_rate(own / phi, exposure / phi)
+        low_m = high_m = multiplier if node_class else 1.0
+        if aging and node_class:
+            ends = [trend.mean_multiplier_at(b) for b in (trend.beta.low, trend.beta.high)]
+            low_m, high_m = min(ends + [multiplier]), max(ends + [multiplier])
+        scale = excess if node_class else 1.0
+        written_interval = Estimate(
+            written, counted.low / high_m / scale, counted.high / low_m / scale, item.events
+        )
         lives = item.lives
         fitted.append(
             ClassFit(
@@ -340,14 +415,14 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
                 np.array([]) if lives is None else lives.whole_cut,
                 item.refail, item.recurrences,
                 "new" if new_fleet and item.scope in NODE_SCOPES else "in_service",
-                item.repair_mean,
+                item.repair_mean, written_interval,
             )
         )  # fmt: skip
     if not fitted:
         warnings.append("the log has no failures: nothing to fit")
     return FitResult(
         log.source, log.window_hours, log.nodes, log.gpus_per_node, log.gpu_days, fitted,
-        lemons, warnings, trend, node_cv,
+        lemons, warnings, trend, node_cv, node_cv_fit,
     )  # fmt: skip
 
 
@@ -368,8 +443,89 @@ class _Class:
     lives: Lives | None = None
     lifetime: LifetimeFit | None = None
 
+    weights: np.ndarray | None = None  # per return: the chance its next failure recurs
+    following: np.ndarray | None = None  # ... and that failure's row (-1: none seen)
+
     def __post_init__(self):
         self.recurrent = np.zeros(len(self.rows), dtype=bool)
+
+    def set_aside(self, expected: float) -> np.ndarray:
+        """The rows to set aside as recurrences when `expected` of them are: as many, the
+        likeliest first (a threshold would drop more or fewer, and each primary failure
+        dropped, or recurrence kept, bends the class's law: a short life lost, or one too
+        many)."""
+        if self.weights is None:
+            return np.zeros(len(self.rows), dtype=bool)
+        count = int(round(expected))
+        likely = self.following[np.argsort(-self.weights, kind="stable")[:count]]
+        return np.isin(self.rows, likely[likely >= 0])
+
+
+def _fit_jointly(
+    classes: list[_Class],
+    times: np.ndarray,
+    nodes: np.ndarray,
+    operational,
+    window: float,
+    fleet: int,
+    new_fleet: bool,
+    start_cv: float,
+    warm: bool = False,
+) -> Estimate:
+    """`fit_frailty` over the node classes: each class's law (a shape where it has enough
+    failures, else exponential) and the spread between nodes; a class is written Weibull when
+    its shape's interval excludes 1 and the likelihood ratio against the exponential (the
+    class's shape held at 1, its scale maximised again) says so by AIC. Returns the spread
+    with its interval."""
+    # the classes with a law to fit (the few failures of the others say little of a node)
+    node_classes = [c for c in classes if c.scope in NODE_SCOPES and c.events >= MIN_EVENTS_SHAPE]
+    horizon = float(operational(np.array(window)))
+    lives = []
+    for item in node_classes:
+        keep = item.rows[~item.recurrent]
+        lives.append(
+            NodeLives.of(
+                item.name,
+                item.events >= MIN_EVENTS_SHAPE,
+                operational(times[keep]),
+                nodes[keep].astype(np.int64),
+                horizon,
+                fleet,
+                new_fleet,
+            )  # fmt: skip
+        )
+    shapes = [
+        c.lifetime.shape.value if c.lifetime is not None and c.events >= MIN_EVENTS_SHAPE else 1.0
+        for c in node_classes
+    ]
+    scales = [
+        horizon * fleet / max(c.events - c.recurrences, 1.0) / math.gamma(1 + 1 / k)
+        for c, k in zip(node_classes, shapes)
+    ]
+    # the likelihood can have two modes (a strong decreasing hazard and no spread, or the
+    # reverse): started from both, the better kept (once: `warm` starts from a joint fit)
+    starts = (shapes,) if warm else (shapes, [1.0] * len(lives))
+    joint = max(
+        (fit_frailty(lives, start, scales, start_cv) for start in starts),
+        key=lambda found: found.loglik,
+    )
+    for i, item in enumerate(node_classes):
+        if not lives[i].free_shape:
+            continue
+        flat = held_at_one(lives, joint, item.name)
+        shape = joint.shapes[item.name]
+        k, scale = shape.value, joint.scales[item.name]
+        aic_weibull, aic_exponential = 2.0 - 2.0 * joint.loglik, -2.0 * flat
+        chosen = (
+            "weibull"
+            if aic_weibull < aic_exponential and not shape.low <= 1.0 <= shape.high
+            else "exponential"
+        )
+        item.lifetime = LifetimeFit(
+            flat, joint.loglik, aic_exponential, aic_weibull,
+            scale * math.gamma(1 + 1 / k), shape, scale, chosen,
+        )  # fmt: skip
+    return joint.cv
 
 
 def _gamma_pace(counts: np.ndarray, cv: float | None = None, of: np.ndarray | None = None):
@@ -396,6 +552,7 @@ def _fit_recurrences(
     pace: np.ndarray,
     trend: TrendFit | None,
     multiplier: float,
+    law: LifetimeFit | None,
 ) -> None:
     """The class's repairs that do not hold (`fit_refail`): each return's time to the node's
     next failure of the class, against the node's own hazard then (the class's rate, the
@@ -405,17 +562,27 @@ def _fit_recurrences(
     index, back, gaps, seen, following = return_gaps(times, nodes, repairs, same, window)
     if len(index) < MIN_REFAIL_REPAIRS:
         return
-    rate = item.events / (fleet * window * multiplier)  # per node-hour, rated fleet
-    at = 1.0 if trend is None else ((trend.start_h + back) / trend.rated_h) ** (trend.beta.value - 1)
-    base = rate * pace[nodes[index]] * at
+    at = (
+        1.0 if trend is None else ((trend.start_h + back) / trend.rated_h) ** (trend.beta.value - 1)
+    )
+    pace_at = pace[nodes[index]] * at  # the node's own rate and the fleet's age, then
+    item.refail, item.recurrences, item.weights, item.following = None, 0.0, None, None
+    item.recurrent = np.zeros(len(item.rows), dtype=bool)
+    if law is not None and law.chosen == "weibull":
+        k, scale = law.shape.value, law.scale_hours
+    else:
+        k, scale = 1.0, fleet * window * multiplier / item.events
+    clipped = np.maximum(gaps, 1e-3)
+    cumulative = (pace_at * clipped / scale) ** k
+    base = Baseline(k * cumulative / clipped, cumulative)
     found = fit_refail(gaps, seen, base)
     if not found.written:
         return
     item.refail = found
-    weights = recurrence_weights(found, gaps, seen, base)
-    item.recurrences = float(np.sum(weights))
-    likely = following[(weights > 0.5) & (following >= 0)]
-    item.recurrent = np.isin(item.rows, likely)
+    item.weights = recurrence_weights(found, gaps, seen, base)
+    item.following = following
+    item.recurrences = float(np.sum(item.weights))
+    item.recurrent = item.set_aside(item.recurrences)
 
 
 def _null_counts(
@@ -469,7 +636,10 @@ def table_rows(result: FitResult) -> list[tuple[str, str, float, float, float, i
             label = WRITTEN_RATE
             if c.recurrences or (result.trend is not None and result.trend.written):
                 label = WRITTEN_OWN_RATE
-            rows.append((c.name, label, _round(c.written_rate), math.nan, math.nan, c.events))
+            low, high = (
+                (math.nan, math.nan) if c.written is None else (c.written.low, c.written.high)
+            )
+            rows.append((c.name, label, _round(c.written_rate), low, high, c.events))
         if c.lifetime is not None:
             life = c.lifetime
             rows.append((c.name, "Weibull shape", *_triple(life.shape), c.events))
@@ -526,9 +696,11 @@ def table_rows(result: FitResult) -> list[tuple[str, str, float, float, float, i
                 ("nodes", "rate CV of the counts (negative binomial)", *_triple(lemons.node_cv),
                  lemons.events)
             )  # fmt: skip
+            fitted = result.node_cv_fit
             rows.append(
-                ("nodes", "node_rate_cv written (beyond the laws' own)", _round(result.node_cv),
-                 math.nan, math.nan, lemons.events)
+                ("nodes", "node_rate_cv written (fitted with the laws)", _round(result.node_cv),
+                 math.nan if fitted is None else fitted.low,
+                 math.nan if fitted is None else fitted.high, lemons.events)
             )  # fmt: skip
         if lemons.has_lemons:
             rows.append(("lemons", "lemon_fraction", *_triple(lemons.fraction), lemons.events))

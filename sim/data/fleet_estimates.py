@@ -19,6 +19,7 @@ HOURS_PER_DAY = 24.0
 MIN_TREND_EVENTS = 30  # the power law needs this many node failures
 MIN_REFAIL_REPAIRS = 20  # repairs of a class before its recurrences are fitted
 REFAIL_WINDOW_H = 30 * 24.0  # the time after a return in which recurrences are looked for
+REFAIL_MAX_H = 7 * 24.0  # a recurrence comes within days (longer: the class's own law)
 BETA_RANGE = (0.01, 5.0)  # the trend's shapes searched (the schema's cluster.aging.beta)
 
 
@@ -54,6 +55,13 @@ class TrendFit:
     def mean_multiplier(self) -> float:
         """The window's mean multiplier, U(T)/T: the exposure in the rated fleet's time."""
         return float(self.operational(self.window_h)) / self.window_h
+
+    def mean_multiplier_at(self, beta: float) -> float:
+        """`mean_multiplier` had the trend's shape been `beta` (its interval's ends)."""
+        rated = self.rated_h
+        base = (self.start_h / rated) ** beta
+        top = ((self.start_h + self.window_h) / rated) ** beta
+        return rated / beta * (top - base) / self.window_h
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -166,23 +174,33 @@ class RefailFit:
         }
 
 
-def _refail_loglik(p: float, r: float, gaps: np.ndarray, seen: np.ndarray, base: np.ndarray) -> float:
+@dataclass(frozen=True)
+class Baseline:
+    """The class's own hazard on each return's node after the return, at the return's gap:
+    `hazard` h₀(g) and `cumulative` H₀(g) (its law restarted by the repair, at the node's
+    pace and the fleet's age then)."""
+
+    hazard: np.ndarray
+    cumulative: np.ndarray
+
+
+def _refail_loglik(p: float, r: float, gaps: np.ndarray, seen: np.ndarray, base: Baseline) -> float:
     """Each return's time to the node's next failure of the class (`gaps`, hours; `seen`
-    false where the node was still up when it was cut), with the node's own hazard `base`
-    (per hour, constant over the short time looked at) and a recurrence that comes with
-    probability p after an exponential time of mean r: S(g) = (1 − p + p·e^{−g/r})·e^{−h·g},
-    f(g) = (p/r·e^{−g/r} + h·(1 − p + p·e^{−g/r}))·e^{−h·g}."""
+    false where the node was still up when it was cut), with the class's own hazard `base`
+    and a recurrence that comes with probability p after an exponential time of mean r:
+    S(g) = (1 − p + p·e^{−g/r})·e^{−H₀(g)}, f(g) = (p/r·e^{−g/r} + h₀(g)·(1 − p +
+    p·e^{−g/r}))·e^{−H₀(g)}."""
     decay = np.exp(-gaps / r)
     survive = 1.0 - p + p * decay
-    density = p / r * decay + base * survive
+    density = p / r * decay + base.hazard * survive
     return float(
         np.sum(np.where(seen, np.log(np.maximum(density, 1e-300)), np.log(survive)))
-        - np.sum(base * gaps)
+        - np.sum(base.cumulative)
     )
 
 
 def fit_refail(
-    gaps: np.ndarray, seen: np.ndarray, base: np.ndarray, level: float = LEVEL
+    gaps: np.ndarray, seen: np.ndarray, base: Baseline, level: float = LEVEL
 ) -> RefailFit:
     """(p, r) by maximum likelihood (`_refail_loglik`); p's interval from its profile, r's
     from its own; written when the likelihood ratio against p = 0 (one-sided: p ≥ 0, so
@@ -192,8 +210,8 @@ def fit_refail(
     none = _refail_loglik(0.0, 1.0, gaps, seen, base)
 
     def negative(x: np.ndarray) -> float:
-        p = 1.0 / (1.0 + math.exp(-x[0]))
-        return -_refail_loglik(p, math.exp(x[1]), gaps, seen, base)
+        p = 1.0 / (1.0 + math.exp(-min(max(x[0], -30.0), 30.0)))
+        return -_refail_loglik(p, math.exp(min(x[1], math.log(REFAIL_MAX_H))), gaps, seen, base)
 
     best = None
     for p0, r0 in ((0.05, 6.0), (0.2, 24.0), (0.1, 2.0), (0.3, 72.0)):
@@ -204,14 +222,14 @@ def fit_refail(
         if best is None or found.fun < best.fun:
             best = found
     p = 1.0 / (1.0 + math.exp(-best.x[0]))
-    r = min(math.exp(best.x[1]), REFAIL_WINDOW_H)
+    r = min(math.exp(best.x[1]), REFAIL_MAX_H)
     top = -float(best.fun)
     cut = top - stats.chi2.ppf(level, 1) / 2
 
     def p_profile(value: float) -> float:
         found = optimize.minimize_scalar(
             lambda lr: -_refail_loglik(value, math.exp(lr), gaps, seen, base),
-            bounds=(math.log(0.01), math.log(REFAIL_WINDOW_H)),
+            bounds=(math.log(0.01), math.log(REFAIL_MAX_H)),
             method="bounded",
         )
         return -float(found.fun)
@@ -232,9 +250,14 @@ def fit_refail(
         return optimize.brentq(lambda v: f(v) - cut, min(at, bound), max(at, bound), xtol=1e-6)
 
     p_low, p_high = edge(p_profile, p, 0.0), edge(p_profile, p, 0.999)
-    r_low, r_high = edge(r_profile, r, 0.01), edge(r_profile, r, REFAIL_WINDOW_H)
+    r_low, r_high = edge(r_profile, r, 0.01), edge(r_profile, r, REFAIL_MAX_H)
     # p ≥ 0 sits on the boundary under the null: the ratio is half χ²₀, half χ²₁
-    written = 2 * (top - none) > stats.chi2.ppf(1 - 2 * (1 - level), 1) and p > 0.001
+    # quick recurrences only: a time at the bound is a slow excess the class's law misses
+    written = (
+        2 * (top - none) > stats.chi2.ppf(1 - 2 * (1 - level), 1)
+        and p > 0.001
+        and r_high < REFAIL_MAX_H
+    )
     return RefailFit(
         Estimate(p, p_low, p_high, n), Estimate(r, r_low, r_high, n), n, top, none, written
     )
@@ -282,13 +305,15 @@ def return_gaps(
     )
 
 
-def recurrence_weights(fit: RefailFit, gaps: np.ndarray, seen: np.ndarray, base: np.ndarray) -> np.ndarray:
+def recurrence_weights(
+    fit: RefailFit, gaps: np.ndarray, seen: np.ndarray, base: Baseline
+) -> np.ndarray:
     """Each seen next failure's posterior probability of being a recurrence (0 for cut
     gaps): p/r·e^{−g/r} over the density of `_refail_loglik`."""
     p, r = fit.prob.value, fit.hours.value
     decay = np.exp(-np.maximum(gaps, 1e-3) / r)
     own = p / r * decay
-    density = own + base * (1.0 - p + p * decay)
+    density = own + base.hazard * (1.0 - p + p * decay)
     return np.where(seen, own / np.maximum(density, 1e-300), 0.0)
 
 

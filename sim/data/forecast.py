@@ -28,7 +28,8 @@ from sim.engine import ReplicaPlan, build_plan, simulate_replica
 from sim.model import feasibility, perf, reliability
 from sim.model.scenario import load_scenario
 from sim.model.scenario_set import ScenarioError, ScenarioSet
-from sim.model.schema import Scenario
+from sim.model.schema import MAX_DAYS, Scenario
+from sim.runs import arguments as check
 from sim.runs.montecarlo import stoppable_pool
 
 # The posterior draws' stream id: past the engine's table (sim/engine/streams.py), so a
@@ -322,6 +323,16 @@ def forecast(
     workers: int = 1,
 ) -> ForecastResult:
     """Forecast a run in flight (see the module's docstring)."""
+    here = "forecast"
+    scenario = check.path(here, "scenario", scenario)
+    elapsed_days = check.number(here, "elapsed_days", elapsed_days, 0.0, MAX_DAYS)
+    done_steps = check.whole_number(here, "done_steps", done_steps, 0, 10**15)
+    deadline_days = check.days(here, "deadline_days", deadline_days, zero=True)
+    replicas, seed = check.replicas(here, replicas), check.seed(here, seed)
+    workers = check.whole_number(here, "workers", workers, 1, check.MAX_WORKERS)
+    overrides = check.texts(here, "overrides", overrides, "cluster.nodes=64") or []
+    if prior_gpu_days is not None:
+        prior_gpu_days = check.number(here, "prior_gpu_days", prior_gpu_days, 0.0, 1e12, True)
     if start is not None and incidents is None:
         raise ScenarioError(
             "--start", str(start), "the start of the run's incident log, but no log is given: "

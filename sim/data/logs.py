@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from sim.model.scenario_set import ScenarioError
+from sim.runs import arguments as check
 from sim.model.schema import MAX_HOURS
 
 # the columns a log may have (the last four are those trainsim adds to its own logs)
@@ -61,6 +62,10 @@ def read_log(
     window and nodes taken from the run directory beside it unless given: only a log with
     trainsim's replica/point columns, with the run's run.json beside it, is read as a run's
     (a user's own log never takes a scenario.yaml that happens to lie next to it)."""
+    nodes = check.count("read_log", "nodes", nodes)
+    gpus_per_node = check.count("read_log", "gpus_per_node", gpus_per_node)
+    if fleet_age_days is not None:
+        fleet_age_days = check.number("read_log", "fleet_age_days", fleet_age_days, 0.0, 1e6)
     frame = _read_table(Path(path))
     return log_from_table(
         frame, str(path), nodes, gpus_per_node, start, end, replica, point,
