@@ -480,6 +480,8 @@ def _fit_jointly(
     # the classes with a law to fit (the few failures of the others say little of a node)
     node_classes = [c for c in classes if c.scope in NODE_SCOPES and c.events >= MIN_EVENTS_SHAPE]
     horizon = float(operational(np.array(window)))
+    named = [int(np.max(nodes[c.rows])) + 1 for c in node_classes if len(c.rows)]
+    fleet = max([fleet, *named])  # nodes named beyond --nodes (spares that swapped in)
     lives = []
     for item in node_classes:
         keep = item.rows[~item.recurrent]

@@ -93,11 +93,19 @@ def _power_law_loglik(beta: float, times: np.ndarray, start: float, window: floa
     )
 
 
-def fit_trend(times_h: np.ndarray, window_h: float, start_h: float, level: float = LEVEL) -> TrendFit:
+def fit_trend(
+    times_h: np.ndarray, window_h: float, start_h: float, level: float = LEVEL, free: int = 1
+) -> TrendFit:
     """Crow-AMSAA by maximum likelihood: the fleet's failures a Poisson process of intensity
-    θ·β·a^(β−1) in fleet age a (time-truncated at the window's end), θ profiled out; β's
-    interval where the profile is within χ²₁(level)/2 of its maximum. Written when that
-    interval excludes 1 and the AIC prefers it to a flat rate."""
+    θ·β·a^(β−1) in fleet age a (time-truncated at the window's end), θ profiled out. A
+    fleet's failures bunch more than a Poisson process's (a decreasing hazard, nodes unlike
+    each other, recurrences), so the likelihood is read as a quasi-likelihood: φ, the
+    Pearson statistic of the counts in `TREND_BINS` stretches of the window against the
+    fitted trend over its degrees of freedom (at least 1), divides every log-likelihood
+    difference. β's interval is where the profile is within φ·χ²₁(level)/2 of its maximum;
+    the trend is written when that interval excludes 1 and the ratio against a flat rate,
+    over φ, is significant at the level on its `free` parameters (β, and the fleet's age
+    when it was searched for: χ² of 2 degrees of freedom)."""
     times = np.asarray(times_h, dtype=float)
     times = np.clip(times, 1e-6, window_h)  # a failure at the window's opening instant
     n = len(times)
@@ -109,7 +117,8 @@ def fit_trend(times_h: np.ndarray, window_h: float, start_h: float, level: float
     best = optimize.minimize_scalar(lambda v: -profile(v), bounds=bounds, method="bounded")
     at, top = float(best.x), -float(best.fun)
     flat = profile(0.0)
-    cut = top - stats.chi2.ppf(level, 1) / 2
+    phi = _dispersion(times, window_h, start_h, math.exp(at))
+    cut = top - phi * stats.chi2.ppf(level, 1) / 2
 
     def edge(bound: float) -> float:
         if profile(bound) >= cut:
@@ -118,8 +127,24 @@ def fit_trend(times_h: np.ndarray, window_h: float, start_h: float, level: float
         return optimize.brentq(lambda v: profile(v) - cut, low, high, xtol=1e-7)
 
     low, high = math.exp(edge(bounds[0])), math.exp(edge(bounds[1]))
-    written = not low <= 1.0 <= high and (4 - 2 * top) < (2 - 2 * flat)
+    written = not low <= 1.0 <= high and 2 * (top - flat) / phi > stats.chi2.ppf(level, free)
     return TrendFit(Estimate(math.exp(at), low, high, n), start_h, window_h, top, flat, written)
+
+
+TREND_BINS = 20  # stretches of the window the trend's dispersion is measured on
+
+
+def _dispersion(times: np.ndarray, window: float, start: float, beta: float) -> float:
+    """The Pearson statistic of the failures in `TREND_BINS` equal stretches of the window
+    against the power law's expected counts, over its degrees of freedom (at least 1)."""
+    edges = np.linspace(0.0, window, TREND_BINS + 1)
+    top = start + window
+    cumulative = ((start + edges) / top) ** beta - (start / top) ** beta
+    expected = len(times) * np.diff(cumulative) / cumulative[-1]
+    observed = np.histogram(times, edges)[0]
+    used = expected > 0
+    pearson = float(np.sum((observed[used] - expected[used]) ** 2 / expected[used]))
+    return max(1.0, pearson / max(int(np.count_nonzero(used)) - 2, 1))
 
 
 def fit_trend_from_log(
@@ -131,19 +156,19 @@ def fit_trend_from_log(
     if start_h is not None:
         return fit_trend(times_h, window_h, start_h, level)
     grid = [0.0, *(window_h * np.geomspace(1e-3, 100.0, 31)).tolist()]
-    fits = [fit_trend(times_h, window_h, start, level) for start in grid]
+    fits = [fit_trend(times_h, window_h, start, level, free=2) for start in grid]
     at = max(range(len(fits)), key=lambda i: (fits[i].loglik, -i))
     if at == 0:
         return fits[0]
     # between the grid's neighbours of the best, the age that maximises the likelihood
     low, high = math.log(grid[max(at - 1, 1)]), math.log(grid[min(at + 1, len(grid) - 1)])
     found = optimize.minimize_scalar(
-        lambda v: -fit_trend(times_h, window_h, math.exp(v), level).loglik,
+        lambda v: -fit_trend(times_h, window_h, math.exp(v), level, free=2).loglik,
         bounds=(low, high),
         method="bounded",
         options={"xatol": 1e-3},
     )
-    refined = fit_trend(times_h, window_h, math.exp(float(found.x)), level)
+    refined = fit_trend(times_h, window_h, math.exp(float(found.x)), level, free=2)
     return refined if refined.loglik >= fits[at].loglik else fits[at]
 
 
@@ -274,8 +299,8 @@ def return_gaps(
     failure's time plus its repair), the time from there to the node's next failure of the
     class, cut at `REFAIL_WINDOW_H` or the window's end, and whether that failure was seen.
     Returns (index of the failure, return time, gap, seen, index of the next failure or -1);
-    failures logged while the node was still in repair count as seen at once. `times`,
-    `nodes` sorted by node then time."""
+    a failure logged while the node was still in repair leaves its return out (the node was
+    never back in service before it). `times`, `nodes` sorted by node then time."""
     out_index, out_return, out_gap, out_seen, out_next = [], [], [], [], []
     class_rows = np.flatnonzero(same_class & (nodes >= 0))
     by_node: dict[int, list[int]] = {}
@@ -287,8 +312,10 @@ def return_gaps(
             if back >= window_h:
                 continue
             limit = min(back + REFAIL_WINDOW_H, window_h)
+            if k + 1 < len(rows) and times[rows[k + 1]] < back:
+                continue  # the node failed again before its repair ended: no return to time
             if k + 1 < len(rows) and times[rows[k + 1]] <= limit:
-                gap, seen, following = max(times[rows[k + 1]] - back, 0.0), True, rows[k + 1]
+                gap, seen, following = times[rows[k + 1]] - back, True, rows[k + 1]
             else:
                 gap, seen, following = limit - back, False, -1
             out_next.append(following)

@@ -53,6 +53,7 @@ class NodeLives:
         node = np.asarray(node, dtype=np.int64)[order]
         keep = np.concatenate(([True], (node[1:] != node[:-1]) | (np.diff(times) > 0)))
         times, node = times[keep], node[keep]
+        nodes = max(nodes, int(node.max()) + 1 if len(node) else 0)  # named beyond --nodes
         first = np.concatenate(([True], node[1:] != node[:-1])) if len(node) else np.array([], bool)
         last = np.concatenate((node[1:] != node[:-1], [True])) if len(node) else np.array([], bool)
         gaps = np.diff(times)
