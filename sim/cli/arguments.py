@@ -14,10 +14,7 @@ import click
 
 from sim.model.scenario_set import MAX_POINTS
 from sim.model.schema import MAX_COUNT, MAX_DAYS, MAX_REPLICAS, MAX_SEED
-
-# Worker processes (or, with a Dask scheduler, the cluster's workers, which size chunks):
-# more than any one machine has cores, and than a run of MAX_REPLICAS can keep busy.
-MAX_WORKERS = 4096
+from sim.runs.arguments import MAX_WORKERS  # one limit for the command line and the library
 
 _INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")  # ASCII digits only: not "²", "١", "1_000"
 

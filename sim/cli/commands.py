@@ -1,7 +1,8 @@
 """The `trainsim` command: the group its sub-commands are registered on, and `main`,
 which maps what went wrong to an exit code.
 
-Exit codes: 0 success, 2 bad input (scenario or arguments), 1 internal error, 130 stopped.
+Exit codes: 0 success, 2 bad input (scenario or arguments), 1 internal error (also replicas
+that raised), 130 stopped.
 Tables go to stdout; progress and warnings to stderr; `--json` prints only JSON. The
 sub-commands live by what they answer: `run_commands` (run, merge, export),
 `optimize_command`, `plan_command`, `scenario_commands` (init, validate, calc, fabric),
@@ -10,7 +11,6 @@ sub-commands live by what they answer: `run_commands` (run, merge, export),
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 
@@ -20,7 +20,10 @@ from sim.cli import optimize_command, plan_command, run_commands, rundir_command
 from sim.cli.common import exit_stopped
 from sim.cli.data_commands import fit as fit_command
 from sim.cli.data_commands import forecast as forecast_command
+from sim.cli.stdio import StreamFailed, stream_failed
 from sim.model.scenario_set import ScenarioError
+from sim.runs import debugging
+from sim.runs.api import ReplicasRaised
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,8 +64,20 @@ def main(argv: list[str] | None = None) -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         print("aborted", file=sys.stderr)
         exit_stopped()
+    except StreamFailed as failure:  # the executable's stdout or stderr (sim/cli/stdio.py)
+        sys.exit(stream_failed(failure))
+    except ReplicasRaised as exc:  # the run is kept; its answer is not to be trusted
+        hint = ""
+        if not debugging():
+            hint = " (its traceback: run again with TRAINSIM_DEBUG=1)"
+        elif exc.traceback:
+            print(exc.traceback, end="", file=sys.stderr)
+        else:
+            hint = " (it raised before this resume: its traceback is not at hand)"
+        print(f"error: {exc}{hint}", file=sys.stderr)
+        sys.exit(1)
     except Exception as exc:  # noqa: BLE001
-        if os.environ.get("TRAINSIM_DEBUG"):
+        if debugging():
             traceback.print_exc()
         print(
             f"internal error: {type(exc).__name__}: {exc} "

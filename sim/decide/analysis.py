@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from sim.model.columns import better_direction
-from sim.runs.summaries import python_value
+from sim.runs.arguments import ArgumentError
+from sim.runs.summaries import METRICS, python_value
 
 __all__ = [
     "Difference",
@@ -115,8 +116,32 @@ def optimize(
     paired replica by replica: its interval is much tighter than the two CIs. Values
     whose statistic equals the best's (to float noise) tie: none of them is called
     the best alone. `infeasible` maps the values that cannot run (they have no row) to
-    their reason: they are listed last, never compared.
+    their reason: they are listed last, never compared. Arguments of the wrong type, or
+    columns the table does not have, raise `sim.runs.arguments.ArgumentError`.
     """
+    if not isinstance(table, pd.DataFrame):
+        raise ArgumentError(
+            "optimize", "table", "expected the replica table (a pandas DataFrame, e.g. "
+            f"run_scenario(...).table), not {type(table).__name__}",
+        )  # fmt: skip
+    swept = [c for c in table.columns if "." in str(c)]  # swept keys are dotted
+    if not isinstance(key, str) or key not in table.columns:
+        raise ArgumentError(
+            "optimize", "key", f"expected a swept key of the table "
+            f"({', '.join(swept) or 'it sweeps none'}), not {key!r}",
+        )  # fmt: skip
+    known = isinstance(metric, str) and (metric in METRICS or metric.startswith("failures_"))
+    if not known or metric not in table.columns:  # failures_<class>: per class
+        raise ArgumentError(
+            "optimize", "metric", f"unknown metric {metric!r}; one of {', '.join(METRICS)}"
+            + (" (or failures_<class>)" if known else ""),
+        )  # fmt: skip
+    if not isinstance(statistic, str):
+        raise ArgumentError(
+            "optimize",
+            "statistic",
+            f"expected 'mean' or a percentile like 'p95', not {statistic!r}",
+        )
     check_statistic(statistic)
     direction = direction or better_direction(metric)
     if direction not in ("max", "min"):

@@ -32,12 +32,13 @@ from sim.model import feasibility
 from sim.model.columns import better_direction
 from sim.model.scenario import load_scenario
 from sim.model.scenario_set import ScenarioError, ScenarioSet
-from sim.runs import summaries
-from sim.runs.api import RunInterrupted, finalise, part_check
+from sim.model.schema import MAX_COUNT, MAX_DAYS
+from sim.runs import arguments, summaries
+from sim.runs.api import RunInterrupted, finalise, part_check, replicas_raised
 from sim.runs.dask_executor import SchedulerLost, check_scheduler_option
 from sim.runs.files import write_regular
 from sim.runs.manifest import read_manifest
-from sim.runs.montecarlo import Interrupted, default_workers
+from sim.runs.montecarlo import Interrupted, ReplicaErrors, default_workers
 from sim.runs.montecarlo import _ignore_for_a_while as ignore_for_a_while
 from sim.runs.montecarlo import run as run_montecarlo
 from sim.runs.progress import PlainProgress, TimeColumn, progress_display
@@ -107,9 +108,20 @@ def plan(
     With `out`, every evaluated replica streams into `out/<name>/<run-id>/` (replicas.parquet,
     summaries, plan.json, and figures/pareto.png drawn by `pareto` from plan.json, e.g.
     `sim.show.plan_plots.pareto_figure`); without, the rows stay in memory.
+    Arguments of the wrong type or out of range raise `sim.runs.arguments.ArgumentError`.
     """
-    if objective not in summaries.METRICS:
-        raise ValueError(f"unknown objective {objective!r}; one of {', '.join(summaries.METRICS)}")
+    arguments.scenario("plan", scenario)
+    deadline_days = arguments.number("plan", "deadline_days", deadline_days, 0.0, MAX_DAYS, True)
+    quantile = arguments.number("plan", "quantile", quantile, 0.0, 1.0, low_open=True)
+    precision = arguments.number("plan", "precision", precision, 0.0, 1e6, low_open=True)
+    objective = arguments.choice("plan", "objective", objective, tuple(summaries.METRICS))
+    vary = arguments.texts("plan", "vary", vary, "cluster.nodes=64,128") or []
+    overrides = arguments.texts("plan", "overrides", overrides, "cluster.spare_nodes=8")
+    replicas_first = arguments.whole_number("plan", "replicas_first", replicas_first, 1, MAX_COUNT)
+    replicas_max = arguments.whole_number("plan", "replicas_max", replicas_max, 2, MAX_COUNT)
+    seed, workers = arguments.seed("plan", seed), arguments.workers("plan", workers)
+    executor = arguments.executor("plan", executor)
+    out = None if out is None else arguments.path("plan", "out", out)
     if not (
         all(math.isfinite(x) for x in (deadline_days, quantile, precision))
         and deadline_days > 0
@@ -286,6 +298,7 @@ def _race_grid(
             bar.advance(len(frame))
 
         new = stop - start
+        session = ReplicaErrors()  # replicas that raised: said once, by ReplicasRaised
         bar.start_round(len(points), start, stop)
         bar.advance(sum(len(have.get(p, set()) & set(range(start, stop))) for p in points))
         run_montecarlo(
@@ -300,10 +313,15 @@ def _race_grid(
             done={p: set(range(start)) | have.get(p, set()) for p in points},
             points=set(points),  # type: ignore[arg-type]  # any container of indices
             scheduler=scheduler,
+            errors=session,
         )
         if run is not None:  # the round's rows as the parts hold them, simulated now or before
             kept = _rows_of_parts(run, points, start, stop, columns)
-        return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=columns)
+        rows = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=columns)
+        raised = replicas_raised(scenario_set, session, rows, run.path if run else None)
+        if raised is not None:  # a plan on replicas that raise would answer on the others
+            raise raised
+        return rows
 
     try:
         # a stop between the rounds' simulations (judging, reading parts, writing plan.json)

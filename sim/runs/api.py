@@ -32,12 +32,13 @@ from sim.engine import build_plan, simulate_replica
 from sim.model import feasibility
 from sim.model.scenario import load_scenario
 from sim.model.scenario_set import ScenarioError, ScenarioSet
-from sim.runs import incident_log, summaries
+from sim.runs import arguments, incident_log, summaries
 from sim.runs.dask_executor import SchedulerLost, check_scheduler_option
 from sim.runs.files import is_disk_error, read_bounded, replacing, write_regular
 from sim.runs.manifest import resume_command, trainsim_command
 from sim.runs.montecarlo import (
     Interrupted,
+    ReplicaErrors,
     default_workers,
     frame_of,
     part_schema,
@@ -74,6 +75,79 @@ class RunInterrupted(Exception):
         super().__init__(str(cause))
 
 
+class ReplicasRaised(Exception):
+    """Replicas of a run raised: their rows are error rows (kept in `kept`, the run's table
+    or directory, if it has one), so the run's answer cannot be trusted. `outcome`: the run
+    as it came out, when it did; `traceback`: the first one's, when it raised in this
+    process (else "")."""
+
+    def __init__(
+        self,
+        scenario_set: ScenarioSet,
+        errors: ReplicaErrors,
+        failed_points: list[int],
+        kept: Path | None = None,
+        outcome: RunOutcome | None = None,
+    ):
+        self.errors, self.failed_points, self.kept = errors, failed_points, kept
+        self.outcome, self.traceback = outcome, errors.traceback
+        super().__init__(_raised_text(scenario_set, errors, failed_points, kept))
+
+
+def _raised_text(
+    scenario_set: ScenarioSet, errors: ReplicaErrors, failed_points: list[int], kept: Path | None
+) -> str:
+    points = scenario_set.points
+    sweep = len(points) > 1
+
+    def point_text(index: int) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in points[index].params.items())
+        return f"point {index}" + (f" ({params})" if params else "")
+
+    replicas = "replica" if errors.rows == 1 else "replicas"
+    text = f"{errors.count:,} of {errors.rows:,} {replicas} raised"
+    if sweep and failed_points:
+        named = ", ".join(point_text(i) for i in failed_points[:5])
+        more = f" and {len(failed_points) - 5:,} more" if len(failed_points) > 5 else ""
+        text += f", every replica of {named}{more}"
+    first = f"point {errors.point} replica" if sweep else "replica"
+    text += f"; the first, {first} {errors.replica}: {errors.error}"
+    if kept is not None:
+        text += f". Their rows are kept, with the error, in {kept}"
+    return text
+
+
+def replicas_raised(
+    scenario_set: ScenarioSet,
+    session: ReplicaErrors,
+    table: pd.DataFrame,
+    kept: Path | None = None,
+    outcome: RunOutcome | None = None,
+) -> ReplicasRaised | None:
+    """ReplicasRaised if replicas of `table` (its point, replica and error columns) raised,
+    naming the points none of whose replicas ran and the first one's error (with its
+    traceback from `session`, what this process's replicas did, when it raised here)."""
+    failed = table[table["error"] != ""]
+    if not len(failed):
+        return None
+    errors = ReplicaErrors()
+    errors.add(table)  # the first error row of the whole table (a resume's too)
+    if (errors.point, errors.replica) == (session.point, session.replica):
+        errors.traceback = session.traceback
+    ok = set(table.loc[table["error"] == "", "point"].unique())
+    failed_points = sorted(int(p) for p in set(failed["point"].unique()) - ok)
+    return ReplicasRaised(scenario_set, errors, failed_points, kept, outcome)
+
+
+def _check_errors(outcome: RunOutcome, session: ReplicaErrors, table: pd.DataFrame) -> RunOutcome:
+    """The outcome, unless replicas of the run raised: then ReplicasRaised."""
+    kept = None if outcome.run_dir is None else Path(outcome.run_dir) / "replicas.parquet"
+    raised = replicas_raised(outcome.scenario_set, session, table, kept, outcome)
+    if raised is not None:
+        raise raised
+    return outcome
+
+
 class MergeInterrupted(RunInterrupted):
     """A merge stopped on SIGINT/SIGTERM; its directory says interrupted. A merged directory
     is not resumed: the merge is run again (into a new directory)."""
@@ -101,7 +175,19 @@ def run_scenario(
     `out/<name>/<run-id>/` when `out` is given (else keep the table in memory). With
     `target_ci`, replicas are added per point until the mean time to train is known to
     that relative 95% half-width (at most `replicas`). `note`: entries for run.json that
-    the simulation does not read (e.g. `optimize`'s question, which a resume answers)."""
+    the simulation does not read (e.g. `optimize`'s question, which a resume answers).
+    Arguments of the wrong type or out of range raise `sim.runs.arguments.ArgumentError`."""
+    here = "run_scenario"
+    scenario = arguments.scenario(here, scenario)
+    overrides = arguments.texts(here, "overrides", overrides, "checkpoint.interval_steps=500")
+    params = arguments.texts(here, "params", params, "checkpoint.interval_steps=500,1000")
+    replicas, seed = arguments.replicas(here, replicas), arguments.seed(here, seed)
+    workers, executor = arguments.workers(here, workers), arguments.executor(here, executor)
+    out = None if out is None else arguments.path(here, "out", out)
+    points, target_ci = (
+        arguments.points(here, points),
+        arguments.share(here, "target_ci", target_ci),
+    )
     scenario_set = (
         scenario
         if isinstance(scenario, ScenarioSet)
@@ -117,13 +203,16 @@ def run_scenario(
     if out is None:
         if points is not None or target_ci is not None or incidents:
             raise ValueError("points slices, target_ci and incidents need a run directory (out)")
+        session = ReplicaErrors()
         table = run_montecarlo(
-            scenario_set, replicas, seed, workers, executor, progress, scheduler=scheduler
-        )
+            scenario_set, replicas, seed, workers, executor, progress, scheduler=scheduler,
+            errors=session,
+        )  # fmt: skip
         summary = summaries.summarize(table, scenario_set.swept_keys)
         doc = summaries.summary_json(scenario_set, table, summary, replicas, seed)
         summary = summaries.with_infeasible(summary, scenario_set)
-        return RunOutcome(scenario_set, summary, doc, None, problems, table)
+        outcome = RunOutcome(scenario_set, summary, doc, None, problems, table)
+        return _check_errors(outcome, session, table)
     extra: dict[str, Any] = {}
     if points is not None:
         if not 0 <= points.start < points.stop <= len(scenario_set.points):
@@ -153,6 +242,9 @@ def resume_run(
     """Finish an interrupted (or killed) run: only the replicas no part holds are run, and
     the table is identical to an uninterrupted run's. Refused (ScenarioError) while another
     process writes the directory, and when its scenario, seed or replicas were edited."""
+    run_dir = arguments.path("resume_run", "run_dir", run_dir)
+    workers = arguments.workers("resume_run", workers)
+    executor = arguments.executor("resume_run", executor)
     run = RunDir.open(run_dir, "--resume", lock=True)
     try:
         run.refuse_complete(
@@ -217,6 +309,7 @@ def _complete(
     seed, replicas = manifest["seed"], manifest["replicas"]
     points = _slice(manifest)
     check = part_check(run, scenario_set)
+    session = ReplicaErrors()  # this process's replicas that raised (the first's traceback)
 
     def simulate(count: int, which) -> None:
         run_montecarlo(
@@ -233,6 +326,7 @@ def _complete(
             points=which,
             scheduler=scheduler,
             incidents=bool(manifest.get("incidents")),
+            errors=session,
         )
 
     try:
@@ -254,13 +348,15 @@ def _complete(
             if run.check_parts(check):
                 continue  # parts went bad meanwhile: their replicas run again
             try:
-                return finalise(run, scenario_set, figures, timeline, problems, retry=True)
+                outcome = finalise(run, scenario_set, figures, timeline, problems, retry=True)
             except PartsRejected:
                 continue
-        raise ScenarioError(
-            str(run.path / "parts"), "", f"parts of this run came out bad {ROUNDS} times "
-            f"(set aside in {run.path / 'rejected-parts'}); check the disk",
-        )  # fmt: skip
+            break
+        else:
+            raise ScenarioError(
+                str(run.path / "parts"), "", f"parts of this run came out bad {ROUNDS} times "
+                f"(set aside in {run.path / 'rejected-parts'}); check the disk",
+            )  # fmt: skip
     except Interrupted as stop:
         run.try_status("interrupted", signal=stop.signal_name)
         raise RunInterrupted(run.path, stop) from None
@@ -276,6 +372,8 @@ def _complete(
     except BaseException:
         run.try_status("failed")
         raise
+    # complete, whatever its replicas did: replicas that raised are said after it
+    return _check_errors(outcome, session, _error_columns(outcome))
 
 
 def disk_full(run: RunDir, scenario_set: ScenarioSet, exc: OSError) -> ScenarioError:
@@ -447,6 +545,12 @@ def merge_runs(
     is checked (a regular, readable parquet file of the run's schema, whole: its fingerprint
     and row count) before anything is written, and copied a batch of rows at a time; slices
     run with --incidents give the merged run their failures too (incidents.parquet)."""
+    if isinstance(run_dirs, str | Path) or not isinstance(run_dirs, list | tuple):
+        raise arguments.ArgumentError(
+            "merge_runs", "run_dirs", f"expected a list of run directories, not {run_dirs!r}"
+        )
+    run_dirs = [arguments.path("merge_runs", "run_dirs", d) for d in run_dirs]
+    out = arguments.path("merge_runs", "out", out)
     runs = [RunDir.open(d, "merge") for d in run_dirs]
     if not runs:
         raise ScenarioError("merge", "", "give the run directories to merge")
@@ -510,10 +614,17 @@ def merge_runs(
         missing = sorted(set(range(len(scenario_set.points))) - set(seen) - infeasible)
         if missing:
             merged.manifest["missing_points"] = missing
-        return finalise(merged, scenario_set, figures)
+        outcome = finalise(merged, scenario_set, figures)
     except Interrupted as stop:  # copying the slices, or writing the table, summaries, figures
         merged.try_status("interrupted")
         raise MergeInterrupted(merged.path, stop) from None
+    return _check_errors(outcome, ReplicaErrors(), _error_columns(outcome))
+
+
+def _error_columns(outcome: RunOutcome) -> pd.DataFrame:
+    """The point, replica and error columns of a finalised run's table."""
+    path = Path(str(outcome.run_dir)) / "replicas.parquet"
+    return pd.read_parquet(path, columns=["point", "replica", "error"])
 
 
 def _slice_incidents(runs: list[RunDir]) -> bool:

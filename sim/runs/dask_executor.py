@@ -39,6 +39,7 @@ import pandas as pd
 
 from sim import __version__
 from sim.model.scenario_set import ScenarioError
+from sim.runs import debugging
 from sim.runs.manifest import resume_command, trainsim_command
 
 CONNECT_TIMEOUT = 10.0  # seconds to reach a scheduler
@@ -457,7 +458,7 @@ def _quiet_logs() -> Iterator[None]:
     """No log lines from Dask (client, local scheduler, nannies) or its event loop during
     the run: what goes wrong is reported as an error or as error rows. The levels are put
     back afterwards; TRAINSIM_DEBUG keeps them."""
-    if os.environ.get("TRAINSIM_DEBUG"):
+    if debugging():
         yield
         return
     roots = ("distributed", "tornado", "asyncio")

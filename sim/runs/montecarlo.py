@@ -39,8 +39,7 @@ import pyarrow as pa
 from sim.engine import ReplicaPlan, RunRecord, build_plan, simulate_replica
 from sim.model import columns
 from sim.model.scenario_set import ScenarioSet
-from sim.model.schema import EXECUTORS
-from sim.runs import incident_log
+from sim.runs import arguments, incident_log
 from sim.runs.progress import ReplicaBar
 
 # The public columns of replicas.parquet, in order (docs/metrics.md defines each).
@@ -118,6 +117,38 @@ class Chunk:
 # A worker's stop flag (set by the parent on SIGINT/SIGTERM), installed by `_init_worker`.
 _STOP: Any = None
 
+# A raising replica's traceback rides with its row, then with its chunk's table (`attrs`,
+# which survives the trip back from a worker), never into a part file.
+TRACEBACK = "_traceback"
+
+
+@dataclass
+class ReplicaErrors:
+    """The replicas of a run that raised (its error rows): how many of how many rows, and
+    the first of them (lowest point, then replica): its point, replica, error text and, when
+    it raised in this run, its traceback."""
+
+    count: int = 0
+    rows: int = 0
+    point: int = -1
+    replica: int = -1
+    error: str = ""
+    traceback: str = ""
+
+    def add(self, frame: pd.DataFrame, traceback_text: str | None = None) -> None:
+        """Count a chunk's rows; keep its first error row if it comes before the first so far
+        (chunks finish in any order). `traceback_text`: that of the chunk's first error."""
+        failed = frame[frame["error"] != ""]
+        self.rows += len(frame)
+        if not len(failed):
+            return
+        self.count += len(failed)
+        point, replica = int(failed["point"].iloc[0]), int(failed["replica"].iloc[0])
+        if self.point < 0 or (point, replica) < (self.point, self.replica):
+            self.point, self.replica = point, replica
+            self.error = str(failed["error"].iloc[0])
+            self.traceback = traceback_text or ""
+
 
 def _init_worker(stop: Any) -> None:
     """Pool workers: leave Ctrl-C to the parent, stop between replicas when it says so, and
@@ -154,6 +185,7 @@ def run_chunk(
             row["error"] = ""
         except Exception as exc:  # noqa: BLE001 - a bad replica must not kill the sweep
             row = error_row(chunk, replica, exc)
+            row[TRACEBACK] = "".join(traceback.format_exception(exc))
         row["point"] = chunk.point
         row.update(chunk.params)
         rows.append(row)
@@ -178,11 +210,14 @@ def run_chunk_table(chunk: Chunk, stop: Any = None) -> pd.DataFrame:
 
 
 def chunk_table(chunk: Chunk, rows: list[dict]) -> pd.DataFrame:
-    """The rows as a table; with `chunk.incidents`, their failures ride along in its attrs."""
-    if not chunk.incidents:
-        return frame_of(rows, list(chunk.swept_keys), dict(chunk.types))
-    incidents = incident_log.take(rows)
-    return incident_log.attach(frame_of(rows, list(chunk.swept_keys), dict(chunk.types)), incidents)
+    """The rows as a table; with `chunk.incidents`, their failures ride along in its attrs, and
+    so does the traceback of its first replica that raised (TRACEBACK)."""
+    tracebacks = [row.pop(TRACEBACK) for row in rows if TRACEBACK in row]
+    incidents = incident_log.take(rows) if chunk.incidents else None
+    table = frame_of(rows, list(chunk.swept_keys), dict(chunk.types))
+    if tracebacks:
+        table.attrs[TRACEBACK] = tracebacks[0]
+    return table if incidents is None else incident_log.attach(table, incidents)
 
 
 def error_row(chunk: Chunk, replica: int, exc: BaseException | str) -> dict:
@@ -292,24 +327,29 @@ def run(
     points: range | None = None,
     scheduler: str | None = None,
     incidents: bool = False,
+    errors: ReplicaErrors | None = None,
 ) -> pd.DataFrame | None:
     """Simulate every replica of every sweep point (or the `points` slice, less the replicas
     `done` already has); one row per (point, replica).
+
+    Replicas that raise are error rows, counted in `errors` when it is given (the caller
+    reports them); without it, a warning on stderr says how many and the first.
 
     Without a `sink` the rows come back as one table. With a sink, each finished chunk
     goes to it as a table and nothing is returned. `executor` is serial, processes
     (default when workers > 1) or dask (`scheduler`: the address of a running
     cluster, else a local one).
     """
+    if not isinstance(scenario_set, ScenarioSet):
+        raise arguments.ArgumentError(
+            "run", "scenario_set", "expected a ScenarioSet (sim.model.scenario.load_scenario), "
+            f"not {type(scenario_set).__name__}",
+        )  # fmt: skip
     base = scenario_set.base.simulation
-    replicas = base.replicas if replicas is None else replicas
-    seed = base.seed if seed is None else seed
-    workers = default_workers() if workers is None else workers
-    if replicas < 1 or workers < 1:
-        raise ValueError("replicas and workers must be at least 1")
-    executor = executor or ("processes" if workers > 1 else "serial")
-    if executor not in EXECUTORS:
-        raise ValueError(f"unknown executor {executor!r}; expected one of {', '.join(EXECUTORS)}")
+    replicas = base.replicas if replicas is None else arguments.replicas("run", replicas)
+    seed = base.seed if seed is None else arguments.seed("run", seed)
+    workers = default_workers() if workers is None else arguments.workers("run", workers)
+    executor = arguments.executor("run", executor) or ("processes" if workers > 1 else "serial")
     chunk_size = chunk_size or default_chunk_size(replicas, workers)
     todo = list(chunks(scenario_set, replicas, seed, chunk_size, done, points, incidents))
     total = sum(c.replicas for c in todo)
@@ -317,19 +357,14 @@ def run(
         workers = max(1, min(workers, len(todo)))
     types = sweep_types(scenario_set)
     frames: list[pd.DataFrame] = []
-    errors = [0, 0, ""]  # error rows, rows, first error
+    warn = errors is None  # nobody to report the error rows to: a warning says them
+    errors = ReplicaErrors() if errors is None else errors
 
     def deliver(chunk: Chunk, frame: pd.DataFrame) -> None:
+        traceback_text = frame.attrs.pop(TRACEBACK, None)
         if not len(frame):
             return
-        failed = frame[frame["error"] != ""]
-        if len(failed) and not errors[0]:
-            errors[2] = (
-                f"point {failed['point'].iloc[0]} replica {failed['replica'].iloc[0]}: "
-                f"{failed['error'].iloc[0]}"
-            )
-        errors[0] += len(failed)
-        errors[1] += len(frame)
+        errors.add(frame, traceback_text)
         if sink is None:
             frames.append(frame)
         else:
@@ -347,12 +382,12 @@ def run(
                 todo, workers, scheduler, deliver, advance, signals, run_chunk_table, failed_chunk
             )
         if signals.caught:
-            raise Interrupted(signals.caught, errors[1], total)
+            raise Interrupted(signals.caught, errors.rows, total)
 
-    if errors[0]:
+    if warn and errors.count:
         print(
-            f"WARNING: {errors[0]} of {errors[1]} replicas raised and are error rows; "
-            f"first: {errors[2]}",
+            f"WARNING: {errors.count} of {errors.rows} replicas raised and are error rows; "
+            f"first: point {errors.point} replica {errors.replica}: {errors.error}",
             file=sys.stderr,
         )
     if sink is not None:

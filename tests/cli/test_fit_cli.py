@@ -250,7 +250,7 @@ def test_the_rate_printed_is_the_rate_written_and_the_command_runs_as_printed(tm
     text = re.sub("[│┃]", " ", result.stdout)
     shown = {}
     for line in text.splitlines():
-        match = re.match(r"\s*(\w+)\s+rate written \(sound nodes\)\s+([0-9.,]+)", line)
+        match = re.match(r"\s*(\w+)\s+rate written \([^)]*\)\s+([0-9.,]+)", line)
         if match:
             shown[match.group(1)] = float(match.group(2).replace(",", ""))
     node_classes = {n for n, f in written.items() if f["scope"] in ("gpu", "node")}

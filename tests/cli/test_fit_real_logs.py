@@ -14,7 +14,7 @@ import pandas as pd
 from sim.data.estimates import Lives, _weibull_profile, fit_lifetime
 from tests.conftest import ROOT, cli_in_process
 
-LANL = ROOT / "tests" / "data" / "lanl-system20.csv"
+LANL = ROOT / "examples" / "lanl-system20.csv"
 
 
 def test_fit_of_a_real_log_in_the_fleets_middle_years(tmp_path):

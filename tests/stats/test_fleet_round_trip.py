@@ -97,9 +97,9 @@ def test_fitting_the_run_back_gives_back_what_was_written():
     assert all(share >= 0.9 for share in coverage.values()), coverage
 
 
-# LANL's system 20 (tests/data/README.md): what the log shows, measured by
+# LANL's system 20 (examples/README-lanl-system20.md): what the log shows, measured by
 # benchmarks/fleet_check.py, independently of trainsim
-LANL = ROOT / "tests" / "data" / "lanl-system20.csv"
+LANL = ROOT / "examples" / "lanl-system20.csv"
 
 
 def test_a_real_fleet_runs_back_to_its_log():
