@@ -210,11 +210,15 @@ def fit(
     )
     screen.print(
         f'use it: {trainsim_command()} run SCENARIO --set "failures=$(cat {failures})"'
-        + (f" {spread}" if spread else "")
-        + " (or fit again with --like SCENARIO: scenario.yaml with all of it in place)",
+        + (f" {spread}" if spread else ""),
         markup=False,
         highlight=False,
         soft_wrap=True,  # one line, to copy as it is
+    )
+    screen.print(
+        "or fit again with --like SCENARIO: scenario.yaml, that scenario with all of it in place",
+        markup=False,
+        highlight=False,
     )
 
 

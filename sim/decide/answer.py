@@ -301,6 +301,7 @@ class PointAnswer:
     ideal_hours: float  # mean
     wall_hours: float  # mean
     parts: dict[str, float]  # mean of each PARTS column
+    failures: float = math.nan  # mean
 
     @property
     def overhead_hours(self) -> float:
@@ -336,6 +337,7 @@ def point_answers(summary: pd.DataFrame, params: dict[int, dict[str, Any]]) -> l
                 ideal_hours=stat("ideal_hours"),
                 wall_hours=stat("wall_hours"),
                 parts={column: stat(column) for column, _ in PARTS},
+                failures=stat("failures"),
             )
         )
     return answers
@@ -374,14 +376,29 @@ def overhead_text(answer: PointAnswer) -> str:
     return text + (": " + ", ".join(listed) if listed else "")
 
 
+def fleet_lines(answer: PointAnswer, horizon_days: float) -> list[str]:
+    """A fleet run to its horizon (`simulation.until: horizon`): its failures, not a time to
+    train (the job on it is a placeholder)."""
+    return [
+        f"a fleet over {horizon_days:g} days (simulation.until: horizon): mean "
+        f"{answer.failures:,.0f} failures a replica; no job to finish",
+        "its failures, node by node: run it with --incidents (trainsim fit --check compares "
+        "them with a log)",
+    ]
+
+
 def answer_lines(
     answer: PointAnswer,
     horizon_days: float | None = None,
     day_decimals: int = 1,
     cost_digits: int = 3,
+    fleet: bool = False,
 ) -> list[str]:
     """The point's answer as two lines (without its label); a sweep passes the decimals of
-    days and the digits of costs at which its points read apart."""
+    days and the digits of costs at which its points read apart. A `fleet` (a scenario run
+    to its horizon) says its failures instead."""
+    if fleet and horizon_days:
+        return fleet_lines(answer, horizon_days)
     first = []
     if answer.finished > 0:
         first.append(
@@ -564,8 +581,10 @@ def run_answer(
     for a in answers:
         if only is not None and a.point not in only:
             continue
-        horizon = scenario_set.points[a.point].scenario.simulation.horizon_days
-        lines = answer_lines(a, horizon, day_decimals, cost_digits)
+        simulation = scenario_set.points[a.point].scenario.simulation
+        lines = answer_lines(
+            a, simulation.horizon_days, day_decimals, cost_digits, simulation.until == "horizon"
+        )
         listed.append((label(a, keys) if len(scenario_set.points) > 1 else "", lines))
     best: list[str] = []
     if rows is not None and len(answers) > 1:

@@ -27,6 +27,7 @@ from sim.model.perf import (
     calibration,
     extra_step_s,
     flops_per_token,
+    memory_warning,
     mfu,
     model_flops_per_gpu_step,
     model_scaling,
@@ -99,6 +100,9 @@ class Calculation:
     efficiency_warning: str | None = None
     fitted_overlap: float | None = None  # fitted with the efficiency to measured points
     fitted_points: list[dict[str, Any]] | None = None  # where, measured, fitted
+    # the memory estimate within its uncertainty of the GPU's memory: the margin, in words
+    memory_warning: str | None = None
+    memory_margin_GB: float = 0.0  # the GPU's memory less the estimate (negative: over)
 
 
 def flops_per_token_parts(scenario: Scenario) -> tuple[float, float] | None:
@@ -225,6 +229,8 @@ def _calibration_fields(scenario: Scenario) -> dict[str, Any]:
         "bubble_share": bubble_share(para.pipeline, para.virtual_stages, m),
         "memory_GB": use.total_GB,
         "gpu_memory_GB": use.capacity_GB,
+        "memory_warning": memory_warning(scenario),
+        "memory_margin_GB": use.margin_GB,
     }
 
 

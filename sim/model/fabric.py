@@ -642,6 +642,13 @@ def traffic(
     if algorithm == "tree" and group.nodes > 1:
         phases = tree_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)
         latency = network.tree_cost(size_bytes, group.nodes, 1.0, alpha)[0]
+    elif algorithm == "nvls" and group.nodes == 1:
+        # NVLink SHARP inside the node: the ring's NVLink flows, each byte sped up by the
+        # switch's reduction (network.NVLS_SPEEDUP), at NVLS's latency
+        phases = ring_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)
+        for phase in phases:
+            phase.bytes_per_flow = [b / network.NVLS_SPEEDUP for b in phase.bytes_per_flow]
+        latency = network.nvls_cost(size_bytes, group.ranks, 1.0)[0]
     else:
         algorithm = "ring"
         phases = ring_phases(fabric, routing, members, size_bytes, scenario.cluster.gpus_per_node)

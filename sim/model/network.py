@@ -13,10 +13,17 @@ import math
 from dataclasses import dataclass
 
 from sim.model.hardware import GpuSpec
+from sim.model.memory import PRECISION_BYTES
 from sim.model.schema import NetworkConfig, Scenario, fat_tree_ports, max_fat_tree_endpoints
 
 NCCL_BASE_LATENCY_S = 8.4e-6  # NCCL tuning base latency, ring and tree, Simple protocol
 NVLINK_HOP_LATENCY_S = 3.4e-6  # per NVLink hop
+# NVLink SHARP (NCCL's NVLS algorithm): the NVSwitch reduces and multicasts, so an all-reduce
+# inside a node moves each byte once each way; nccl-tests on 8 H100s measure ~480 GB/s of
+# bus bandwidth with it against ~370 GB/s for the ring (docs/references.md)
+NVLS_SPEEDUP = 480.0 / 370.0
+# NVSwitches with SHARP arrive with NVLink 4 (H100: 900 GB/s per GPU, both directions)
+NVLS_MIN_NVLINK_GB_S = 900.0
 KINDS = ("all_reduce", "reduce_scatter", "all_gather")
 
 
@@ -105,6 +112,17 @@ def ring_cost(
     return NCCL_BASE_LATENCY_S + steps * alpha_s, steps / ranks * size_bytes / (bw_GB_s * 1e9)
 
 
+def nvls_cost(size_bytes: float, ranks: int, nvlink_bus_GB_s: float) -> tuple[float, float]:
+    """(latency, bandwidth) seconds of an NVLS all-reduce inside one node: up to the switch
+    and back (two NVLink hops after NCCL's base latency), and 2(n−1)/n·S at the ring's
+    NVLink bus bandwidth × NVLS_SPEEDUP (the same nccl-tests bus-bandwidth convention)."""
+    if ranks <= 1:
+        return 0.0, 0.0
+    latency = NCCL_BASE_LATENCY_S + 2 * NVLINK_HOP_LATENCY_S
+    bandwidth = 2.0 * (ranks - 1) / ranks * size_bytes / (nvlink_bus_GB_s * NVLS_SPEEDUP * 1e9)
+    return latency, bandwidth
+
+
 def tree_cost(size_bytes: float, nodes: int, bw_GB_s: float, alpha_s: float) -> tuple[float, float]:
     """(latency, bandwidth) seconds of a double-binary-tree all-reduce: 2·⌈log2 n⌉·α + 2·S/B
     (reduce up, then broadcast down; each rank moves S each way over its trees)."""
@@ -126,8 +144,9 @@ def collective(
     """Cost of one collective of `size_bytes` per rank over `group`.
 
     `algorithm` defaults to the scenario's `network.collective`; `auto` picks the
-    faster of ring and tree at this size, as NCCL's tuner does. Reduce-scatter and
-    all-gather are rings.
+    fastest at this size and group, as NCCL's tuner does: ring, or the double binary tree
+    between nodes, or NVLS (NVLink SHARP) for an all-reduce inside one node of NVLink 4
+    GPUs. Reduce-scatter and all-gather are rings.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown collective {kind!r}; expected one of {KINDS}")
@@ -138,6 +157,13 @@ def collective(
     if kind == "all_reduce" and group.nodes > 1:
         # the tree runs between nodes; inside a node the ranks form a chain over NVLink
         candidates["tree"] = tree_cost(size_bytes, group.nodes, bw, alpha)
+    if (
+        kind == "all_reduce"
+        and group.nodes == 1
+        and group.ranks > 1
+        and gpu.nvlink_GB_s >= NVLS_MIN_NVLINK_GB_S
+    ):
+        candidates["nvls"] = nvls_cost(size_bytes, group.ranks, bw)
     if algorithm == "auto":
         algorithm = min(candidates, key=lambda a: sum(candidates[a]))
     elif algorithm not in candidates:
@@ -191,17 +217,22 @@ class Layout:
 
 
 def parameter_bytes_per_rank(scenario: Scenario) -> float:
-    """The bf16 parameters (or gradients: 2 bytes each) of one rank's model shard: the
-    parameters split over tensor × pipeline (context ranks hold the same ones)."""
+    """The parameters of one rank's model shard, in `memory.param_precision` (bf16: 2 bytes
+    each): the parameters split over tensor × pipeline (context ranks hold the same ones)."""
     para = scenario.parallelism
-    return 2.0 * scenario.model.params / (para.tensor * para.pipeline)
+    bytes_per = PRECISION_BYTES[scenario.memory.param_precision]
+    return bytes_per * scenario.model.params / (para.tensor * para.pipeline)
 
 
 def gradient_bytes_per_rank(scenario: Scenario) -> float:
-    """DDP/ZeRO-1/2 gradient all-reduce: 2 bytes (bf16) per parameter the rank holds (ZeRO's
-    reduce-scatter + all-gather move the same); ZeRO-3 (FSDP) moves 1.5 times that per
-    step (its parameters' all-gathers come on top; Rajbhandari et al. 2020)."""
-    volume = parameter_bytes_per_rank(scenario)
+    """DDP/ZeRO-1/2 gradient all-reduce: the gradients of the rank's shard in
+    `memory.grad_precision` (bf16: 2 bytes per parameter; Megatron-LM's --bf16 default
+    reduces fp32, 4; ZeRO's reduce-scatter + all-gather move the same); ZeRO-3 (FSDP) moves
+    1.5 times that per step (its parameters' all-gathers come on top; Rajbhandari et al.
+    2020)."""
+    para = scenario.parallelism
+    bytes_per = PRECISION_BYTES[scenario.memory.grad_precision]
+    volume = bytes_per * scenario.model.params / (para.tensor * para.pipeline)
     return volume * 1.5 if scenario.parallelism.zero_stage == 3 else volume
 
 
@@ -249,7 +280,8 @@ def tensor_parallel_s(
 ) -> float:
     """Tensor-parallel all-reduces inside the node per step and GPU (Megatron: 2 forward and
     2 backward per layer and microbatch, each of tokens·hidden bf16 activations, the tokens
-    a context rank holds), with the
+    a context rank holds; by the scenario's `network.collective`: with `auto`, NVLS where
+    the GPUs have it), with the
     job's data-parallel size and `parallelism.microbatches` unless given (sim.model.perf gives
     the ones that follow from the batch, and a shrunk data-parallel size)."""
     para, model, cluster = scenario.parallelism, scenario.model, scenario.cluster
@@ -269,7 +301,6 @@ def tensor_parallel_s(
         scenario.network,
         cluster.gpu_spec,
         cluster.gpus_per_node,
-        "ring",
     )
     return one.seconds + (ops - 1) * one.latency_s
 

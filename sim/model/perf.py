@@ -19,12 +19,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, stats
 
 from sim.model import fabric, network
 from sim.model.batch import data_parallel_size, gpus_per_replica, microbatches
 from sim.model.checkpoints import checkpoint_GB
-from sim.model.memory import memory_use, sharding_ranks
+from sim.model.memory import (
+    MEMORY_UNCERTAINTY,
+    PRECISION_BYTES,
+    MemoryUse,
+    memory_use,
+    sharding_ranks,
+)
 from sim.model.schema import Scenario, reference_scenario
 
 HOUR_S = 3600.0
@@ -58,10 +64,11 @@ class StepBreakdown:
     """Where one optimizer step's time goes (seconds), and the MFU that follows (the one
     formula, `compose_step`; docs/sizing.md draws it):
 
-    busy = compute + tensor-parallel + context-parallel + exposed pipeline sends
-           + exposed ZeRO-3 gathers,
-    step = busy · (1 + bubble share) + exposed data-parallel reduction,
-    bubble share = (pipeline − 1) / (virtual stages · microbatches)."""
+    busy = compute + slowest GPU + tensor-parallel + context-parallel
+           + exposed pipeline sends + exposed ZeRO-3 gathers,
+    step = busy · (1 + bubble share) + exposed data-parallel reduction + optimizer step,
+    bubble share = (pipeline − 1) / (virtual stages · microbatches),
+    slowest GPU = compute · jitter · E[max of the job's N GPUs' standard normal draws]."""
 
     compute_s: float
     tensor_parallel_s: float
@@ -70,9 +77,11 @@ class StepBreakdown:
     exposed_data_parallel_s: float  # of it, what no compute hides (ZeRO-3's included)
     step_s: float
     mfu: float
-    collective: str  # ring | tree, as chosen for the gradient all-reduce
+    collective: str  # ring | tree | nvls, as chosen for the gradient all-reduce
     pipeline_send_s: float = 0.0  # stage-to-stage sends not hidden
     context_parallel_s: float = 0.0  # the context-parallel ring's traffic not hidden
+    slowest_gpu_s: float = 0.0  # the synchronous step waits for its slowest GPU's compute
+    optimizer_s: float = 0.0  # the optimizer's update of the GPU's shard, after the step
 
     def shares(self) -> dict[str, float]:
         """Each part's share of the step (they add up to 1)."""
@@ -84,6 +93,8 @@ class StepBreakdown:
             "pipeline sends": self.pipeline_send_s,
             "tensor-parallel": self.tensor_parallel_s,
             "context-parallel": self.context_parallel_s,
+            "slowest GPU": self.slowest_gpu_s,
+            "optimizer step": self.optimizer_s,
         }
         return {name: seconds / self.step_s for name, seconds in parts.items()}
 
@@ -116,6 +127,13 @@ class StepParts:
     pipeline_send_s: float = 0.0  # one send
     sends_overlap: bool = False  # the interleaved schedule overlaps sends with compute
     context_parallel_s: float = 0.0
+    pipeline: int = 1
+    virtual_stages: int = 1  # model chunks per stage: their gradients reduce chunk by chunk
+    slowest_factor: float = 0.0  # jitter × E[max of N standard normals] (`slowest_of`)
+    # ZeRO 1-2: the all-gather moves parameters, the reduce-scatter gradients: the
+    # gather's bytes per byte of the reduction (param over grad precision)
+    gather_ratio: float = 1.0
+    optimizer_s: float = 0.0  # the optimizer step (`optimizer_step_s`)
 
 
 class CalibrationError(ValueError):
@@ -166,7 +184,13 @@ FULL_RECOMPUTE_FACTOR = 4.0 / 3.0
 def gradient_allreduce_s(scenario: Scenario) -> float:
     """The gradient all-reduce on the healthy fabric, from the SimPy flow model (it sees
     placement and oversubscription; on a non-blocking tree it equals the α–β ring)."""
-    key = (scenario.model.params, scenario.cluster, scenario.parallelism, scenario.network)
+    key = (
+        scenario.model.params,
+        scenario.cluster,
+        scenario.parallelism,
+        scenario.network,
+        scenario.memory.grad_precision,
+    )
     if key not in _DP_ALLREDUCE_S:
         size = network.gradient_bytes_per_rank(scenario)
         _DP_ALLREDUCE_S[key] = float(fabric.simulate_collective(scenario, size).seconds)
@@ -277,12 +301,53 @@ def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
         pipeline_send_s=network.pipeline_send_s(scenario) if sends else 0.0,
         sends_overlap=para.virtual_stages > 1,
         context_parallel_s=context,
+        pipeline=para.pipeline,
+        virtual_stages=para.virtual_stages,
+        slowest_factor=scenario.performance.jitter
+        * slowest_of(replicas * gpus_per_replica(scenario)),
+        optimizer_s=optimizer_step_s(scenario, replicas),
+        gather_ratio=PRECISION_BYTES[scenario.memory.param_precision]
+        / PRECISION_BYTES[scenario.memory.grad_precision],
     )
 
 
-def _exposed_traffic(parts: StepParts, compute_s: float) -> tuple[float, float, float, float]:
+def slowest_of(gpus: int) -> float:
+    """The expected largest of `gpus` independent standard normal draws (Blom's
+    approximation of the order statistic, Φ⁻¹((N − 0.375)/(N + 0.25)): 0 for one GPU,
+    1.03 for 4, 2.46 for 96, 3.02 for 576, 3.60 for 4,608). A synchronous step waits for
+    its slowest GPU, so the compute of N GPUs whose times spread with coefficient of
+    variation `performance.jitter` takes compute × (1 + jitter × slowest_of(N))."""
+    if gpus <= 1:
+        return 0.0
+    return float(stats.norm.ppf((gpus - 0.375) / (gpus + 0.25)))
+
+
+# Adam's update reads and writes, per parameter of the shard a GPU updates: the main
+# gradient (4), the fp32 main weight (4 + 4), both moments (8 + 8) and the new 16-bit
+# weight (2): 30 bytes of memory traffic, an elementwise kernel bound by HBM bandwidth
+OPTIMIZER_BYTES_PER_PARAM = 30.0
+
+
+def optimizer_step_s(scenario: Scenario, replicas: int | None = None) -> float:
+    """The optimizer step of one GPU: its shard of the parameters (params / (tensor ×
+    pipeline), over the data-parallel × context ranks with ZeRO ≥ 1) × the bytes Adam
+    moves per parameter / HBM bandwidth. Nothing hides it: it runs between the gradient
+    reduction and the next step's forward pass."""
+    para = scenario.parallelism
+    shard = scenario.model.params / (para.tensor * para.pipeline)
+    if para.zero_stage >= 1:
+        dp = data_parallel_size(scenario) if replicas is None else replicas
+        shard /= dp * para.context
+    hbm = scenario.cluster.gpu_spec.hbm_TB_s * 1e12
+    return shard * OPTIMIZER_BYTES_PER_PARAM / hbm
+
+
+def _exposed_traffic(
+    parts: StepParts, compute_s: float, bubble_s: float = 0.0
+) -> tuple[float, float, float, float]:
     """(exposed data-parallel outside the pipeline, exposed ZeRO-3 inside it, exposed
-    pipeline sends, exposed context-parallel) with `compute_s` of compute per step."""
+    pipeline sends, exposed context-parallel) with `compute_s` of compute per step, and
+    `bubble_s` of the pipeline bubble (idle time the first stage spends in its cool-down)."""
     per_microbatch = compute_s / parts.microbatches
     forward = per_microbatch * parts.forward_share
     backward = per_microbatch - forward
@@ -309,11 +374,19 @@ def _exposed_traffic(parts: StepParts, compute_s: float) -> tuple[float, float, 
         tail = hidden_behind(dp, backward, o, parts.buckets)
     else:
         # Megatron's distributed optimizer (ZeRO 1, 2) splits the all-reduce into a
-        # reduce-scatter, behind the last microbatch's backward pass, and an all-gather of
-        # the updated parameters, behind the next step's first forward pass
-        # (--overlap-grad-reduce, --overlap-param-gather); each is half the ring all-reduce
-        tail = hidden_behind(dp / 2.0, backward, o, parts.buckets) + hidden_behind(
-            dp / 2.0, forward, o, parts.buckets
+        # reduce-scatter after the last microbatch's backward passes and an all-gather of
+        # the updated parameters before the next step's first forward passes
+        # (--overlap-grad-reduce, --overlap-param-gather), each half the ring all-reduce,
+        # chunk by chunk with the interleaved schedule
+        tail = chunked_reduce_scatter_s(
+            dp / 2.0, backward, o, parts.buckets, parts.pipeline, parts.virtual_stages, bubble_s
+        ) + chunked_all_gather_s(
+            dp / 2.0 * parts.gather_ratio,
+            forward,
+            o,
+            parts.buckets,
+            parts.pipeline,
+            parts.virtual_stages,
         )
     sends = parts.pipeline_sends * parts.pipeline_send_s
     if parts.sends_overlap:
@@ -321,12 +394,73 @@ def _exposed_traffic(parts: StepParts, compute_s: float) -> tuple[float, float, 
     return tail, zero3, sends, (1.0 - o) * parts.context_parallel_s
 
 
+def chunked_reduce_scatter_s(
+    transfer_s: float,
+    backward_s: float,
+    overlap: float,
+    buckets: int,
+    pipeline: int = 1,
+    virtual_stages: int = 1,
+    bubble_s: float = 0.0,
+) -> float:
+    """What of the gradients' reduce-scatter (Megatron's distributed optimizer with
+    --overlap-grad-reduce) is left after the first stage's last backward pass. Each model
+    chunk's gradients are reduced, bucket by bucket, once its last microbatch's backward
+    has run: with v chunks per stage the first stage's cool-down runs them v − 1, ..., 0
+    (schedules.py), chunk k finishing k·p chunk-backwards (and k/v of the cool-down's idle
+    time, the bubble) before the end. One NCCL stream runs the chunks' reductions one after
+    another, each hiding behind the share `overlap` of the compute and idle time after its
+    chunk is ready; the last bucket of the last chunk never hides. With one chunk this is
+    `hidden_behind(transfer, backward, overlap, buckets)`."""
+    v = virtual_stages
+    chunk_s = transfer_s / v
+    chunk_backward = backward_s / v
+    per_chunk = max(1.0, buckets / v)
+    free = -math.inf  # when the stream is free, in seconds before (−) the end of the compute
+    for k in range(v - 1, -1, -1):
+        ready = -overlap * (k * (pipeline * chunk_backward + bubble_s / v))
+        start = max(free, ready - overlap * chunk_backward)
+        free = max(start + chunk_s, ready + chunk_s / per_chunk)
+    return max(0.0, free)
+
+
+def chunked_all_gather_s(
+    transfer_s: float,
+    forward_s: float,
+    overlap: float,
+    buckets: int,
+    pipeline: int = 1,
+    virtual_stages: int = 1,
+) -> float:
+    """What of the updated parameters' all-gather (--overlap-param-gather) the next step's
+    forward passes wait for. The gathers are issued after the optimizer step, chunk 0
+    first; chunk k is needed when the first stage starts its first forward, after k·p
+    chunk-forwards of the warm-up. Each chunk's first bucket must arrive before its compute,
+    the rest hide behind the share `overlap` of the compute before it is needed. With one
+    chunk this is `hidden_behind(transfer, forward, overlap, buckets)`."""
+    v = virtual_stages
+    chunk_s = transfer_s / v
+    chunk_forward = forward_s / v
+    per_chunk = max(1.0, buckets / v)
+    waited = 0.0
+    done = 0.0  # the stream's time: gathers run back to back from the step's start
+    for k in range(v):
+        done += chunk_s
+        needed = overlap * (k * pipeline * chunk_forward + chunk_forward)
+        first_bucket = done - chunk_s + chunk_s / per_chunk
+        waited = max(waited, done - needed, first_bucket - overlap * k * pipeline * chunk_forward)
+    return max(0.0, waited)
+
+
 def compose_at_compute_s(parts: StepParts, compute_s: float) -> StepBreakdown:
     """The step from its parts with `compute_s` of compute: the one formula of the step."""
-    tail, zero3, sends, context = _exposed_traffic(parts, compute_s)
-    busy = compute_s + parts.tensor_parallel_s + context + sends + zero3
+    _, _, sends, context = _exposed_traffic(parts, compute_s)
+    slowest = compute_s * parts.slowest_factor
+    before = compute_s + slowest + parts.tensor_parallel_s + context + sends
+    tail, zero3, sends, context = _exposed_traffic(parts, compute_s, before * parts.bubble_share)
+    busy = before + zero3
     bubble = busy * parts.bubble_share
-    step = busy + bubble + tail
+    step = busy + bubble + tail + parts.optimizer_s
     return StepBreakdown(
         compute_s,
         parts.tensor_parallel_s,
@@ -334,10 +468,13 @@ def compose_at_compute_s(parts: StepParts, compute_s: float) -> StepBreakdown:
         parts.data_parallel_s,
         tail + zero3,
         step,
-        parts.model_flops / (parts.peak_flops * step),
+        # a step of no time at all: no compute, no traffic (solving for the compute)
+        parts.model_flops / (parts.peak_flops * step) if step > 0 else math.inf,
         parts.collective,
         sends,
         context,
+        slowest,
+        parts.optimizer_s,
     )
 
 
@@ -389,6 +526,7 @@ def _configuration_key(scenario: Scenario) -> tuple:
         cluster.gpus_per_node,
         scenario.parallelism,
         scenario.network,
+        scenario.memory,  # the precisions set the data-parallel traffic
     )
 
 
@@ -415,6 +553,7 @@ def calibration(scenario: Scenario) -> Calibration | None:
         perf_cfg.mfu,
         perf_cfg.overlap,
         perf_cfg.bucket_MB,
+        perf_cfg.jitter,
         json.dumps(perf_cfg.mfu_at, sort_keys=True, default=str),
         json.dumps([p.model_dump() for p in perf_cfg.measured], sort_keys=True, default=str),
     )
@@ -707,26 +846,52 @@ def _batch_problem(scenario: Scenario) -> tuple[str, str] | None:
             f"context = {para.context} does not split sequences of model.seq_len = "
             f"{seq_len:,} into equal parts ({_exact(seq_len / para.context)} tokens each)",
         )
-    # the interleaved schedule runs with fewer microbatches than stages (Llama 3's modified
-    # schedule, Dubey et al. 2024 §3.3.2, runs 8,192 GPUs with a flexible count); plain
-    # 1F1B never fills its pipeline then
-    if m < para.pipeline and para.virtual_stages == 1:
-        return (
-            "parallelism.pipeline",
-            f"{m:,} microbatches per data-parallel replica ({sequences:,} sequences / {dp:,} "
-            f"replicas / micro_batch_size {size}) are fewer than the {para.pipeline} pipeline "
-            "stages: the pipeline never fills; use fewer stages or replicas, a larger batch, "
-            "or the interleaved schedule (virtual_stages > 1)",
-        )
+    # fewer microbatches than stages run: Megatron's 1F1B warms up with
+    # min(p − rank − 1, m) forward passes (schedules.py, forward_backward_pipelining_without_
+    # interleaving), the pipeline never fills and the bubble is (p − 1)/m of the busy time
+    # (BLOOM-176B's batch ramp-up ran 16 sequences on 12 stages); the interleaved schedule
+    # too (Llama 3's flexible schedule, Dubey et al. 2024 §3.3.2)
     return None
 
 
 def _memory_problem(scenario: Scenario) -> tuple[str, str] | None:
-    """Whether the model states and activations fit in one GPU (see `memory_use`)."""
-    para, cluster = scenario.parallelism, scenario.cluster
+    """Whether the model states and activations fit in one GPU (see `memory_use`): refused
+    only beyond the estimate's uncertainty (memory.MEMORY_UNCERTAINTY of the GPU's memory);
+    within it the configuration runs and `memory_warning` says so."""
+    cluster = scenario.cluster
     use = memory_use(scenario)
-    if use.total_GB <= use.capacity_GB:
+    if use.fits:
         return None
+    return (
+        "parallelism",
+        f"model states and activations need {use.total_GB:.1f} GB per GPU, more than the "
+        f"{cluster.gpu_spec.name}'s {use.capacity_GB:g} GB by {-use.margin_GB:.1f} GB, beyond "
+        f"the estimate's uncertainty of {use.uncertainty_GB:.1f} GB: {_memory_parts(scenario, use)}"
+        "; raise tensor or pipeline, zero_stage, or set recompute: full",
+    )
+
+
+def memory_warning(scenario: Scenario) -> str | None:
+    """A warning when the memory estimate is within its uncertainty of the GPU's memory (the
+    configuration runs, but may or may not fit), naming the margin; None otherwise."""
+    use = memory_use(scenario)
+    if not use.near_limit:
+        return None
+    where = (
+        f"{-use.margin_GB:.1f} GB more than"
+        if use.margin_GB < 0
+        else f"{use.margin_GB:.1f} GB less than"
+    )
+    return (
+        f"the memory estimate, {use.total_GB:.1f} GB per GPU, is {where} the "
+        f"{scenario.cluster.gpu_spec.name}'s {use.capacity_GB:g} GB, within the estimate's "
+        f"uncertainty of {use.uncertainty_GB:.1f} GB ({MEMORY_UNCERTAINTY:.0%} of its memory): it may "
+        f"or may not fit ({_memory_parts(scenario, use)})"
+    )
+
+
+def _memory_parts(scenario: Scenario, use: MemoryUse) -> str:
+    para, mem = scenario.parallelism, scenario.memory
     if use.activations_GB:
         interleaved = (
             f" x {use.interleave:.4g} for the interleaved schedule of virtual_stages "
@@ -741,13 +906,12 @@ def _memory_problem(scenario: Scenario) -> tuple[str, str] | None:
     else:
         activations = "no activations counted (they need model.seq_len, layers and hidden)"
     return (
-        "parallelism",
-        f"model states and activations need {use.total_GB:.1f} GB per GPU, more than the "
-        f"{cluster.gpu_spec.name}'s {use.capacity_GB:g} GB: weights {use.weights_GB:.1f} + "
-        f"gradients {use.gradients_GB:.1f} + optimizer {use.optimizer_GB:.1f} (zero_stage "
+        f"weights {use.weights_GB:.1f} + gradients {use.gradients_GB:.1f} + optimizer "
+        f"{use.optimizer_GB:.1f} ({use.bytes_per_param:.4g} bytes per parameter: "
+        f"{mem.param_precision} parameters, {mem.grad_precision} gradients, zero_stage "
         f"{para.zero_stage} over {sharding_ranks(scenario):,} data-parallel ranks) + "
         + (f"ZeRO-3 buffers {use.zero3_buffers_GB:.1f} + " if use.zero3_buffers_GB else "")
-        + f"{activations}; raise tensor or pipeline, zero_stage, or set recompute: full",
+        + activations
     )
 
 

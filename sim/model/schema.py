@@ -263,8 +263,9 @@ class PerformanceConfig(_Section):
     # holds 40M parameters: 80 MB of bf16 gradients); the last bucket is never hidden
     bucket_MB: Annotated[float, Field(gt=0, le=1e6)] = 80.0
     # coefficient of variation of one GPU's compute time per step (GPUs of one model differ
-    # in clocks, power and thermals, and steps jitter): a synchronous step waits for the
-    # slowest of the job's GPUs, sim.model.perf.slowest_of (0: all GPUs alike)
+    # in clocks, power and thermals: Sinha et al., SC'22, "Not All GPUs Are Created
+    # Equal"): a synchronous step waits for the slowest of the job's GPUs,
+    # sim.model.perf.slowest_of (0: all GPUs alike)
     jitter: Annotated[float, Field(ge=0, le=1)] = 0.02
     # model: `mfu` is calibrated at its configuration and the step follows the built-up
     # model elsewhere; fixed: the same MFU at every configuration

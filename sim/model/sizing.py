@@ -9,8 +9,9 @@ A node count the batch cannot be split over (or that does not fit in memory) is 
 with its reason and no figures. Plain data: for tables, notebooks and figures.
 
 Also the published measurements the step model is checked against (`PUBLISHED_POINTS`:
-strong-scaling studies, each calibrated on one point and predicting the others; the
-scenarios in scenarios/published say which configuration details they took and why).
+strong- and weak-scaling studies, each calibrated on one point and predicting the others;
+the scenarios in scenarios/published say which configuration details they took and why).
+`python -m sim.model.sizing` prints them: published MFU, predicted, error in points.
 """
 
 from __future__ import annotations
@@ -129,18 +130,29 @@ def sc21_mfu(teraflops: float) -> float:
 
 
 MEGATRON_CORE = "Megatron-Core GPT-3 177B strong scaling (Megatron-LM README), H100"
+LLAMA31_WEAK = "Llama 3.1 405B weak scaling (NVIDIA DGX Cloud recipe, NeMo 24.09, BF16), H100"
+NEMOTRON_WEAK = "Nemotron-4 340B weak scaling (NVIDIA DGX Cloud recipe, NeMo 24.11, BF16), H100"
 SC21_PTDP = "Megatron SC'21 Table 2, 175B PTD-P (TP 8 x PP 12), A100"
 SC21_ZERO3 = "Megatron SC'21 Table 2, 175B ZeRO-3 alone, A100"
 
+
+def _weak(sequences: int, seq_len: int, nodes: int) -> tuple[str, ...]:
+    """The overrides of a weak-scaling row: its nodes and its batch, grown with them."""
+    return (f"cluster.nodes={nodes}", f"model.global_batch_tokens={sequences * seq_len}")
+
+
+LLAMA31 = "llama31-405b-dgxc-weak.yaml"
+NEMOTRON = "nemotron4-340b-dgxc-weak.yaml"
+
 PUBLISHED_POINTS: tuple[PublishedPoint, ...] = (
-    PublishedPoint(MEGATRON_CORE, "96 GPUs", "megatron-core-gpt3-177b-strong.yaml", (), 0.47, 2.0),
+    PublishedPoint(MEGATRON_CORE, "96 GPUs", "megatron-core-gpt3-177b-strong.yaml", (), 0.47, 1.0),
     PublishedPoint(
         MEGATRON_CORE,
         "2,304 GPUs (the README's model table)",
         "megatron-core-gpt3-177b-strong.yaml",
         ("cluster.nodes=288",),
         0.44,
-        2.0,
+        1.0,
     ),
     PublishedPoint(
         MEGATRON_CORE,
@@ -148,7 +160,36 @@ PUBLISHED_POINTS: tuple[PublishedPoint, ...] = (
         "megatron-core-gpt3-177b-strong.yaml",
         ("cluster.nodes=576",),
         0.42,
-        2.0,
+        1.0,
+    ),
+    PublishedPoint(LLAMA31_WEAK, "576 GPUs, 252 sequences", LLAMA31, (), 0.5578, 1.0),
+    PublishedPoint(
+        LLAMA31_WEAK,
+        "1,152 GPUs, 504 sequences",
+        LLAMA31,
+        _weak(504, 8192, 144),
+        0.5476,
+        1.0,
+    ),
+    PublishedPoint(
+        LLAMA31_WEAK,
+        "2,304 GPUs, 1,008 sequences",
+        LLAMA31,
+        _weak(1008, 8192, 288),
+        0.5445,
+        1.0,
+    ),
+    PublishedPoint(NEMOTRON_WEAK, "128 GPUs, 32 sequences", NEMOTRON, (), 0.5538, 2.0),
+    *(
+        PublishedPoint(
+            NEMOTRON_WEAK,
+            f"{8 * nodes:,} GPUs, {2 * nodes} sequences",
+            NEMOTRON,
+            _weak(2 * nodes, 4096, nodes),
+            mfu_,
+            2.0,
+        )
+        for nodes, mfu_ in ((32, 0.5467), (64, 0.5432), (128, 0.5398), (256, 0.5275))
     ),
     PublishedPoint(SC21_PTDP, "384 GPUs", "megatron-sc21-175b-ptdp.yaml", (), sc21_mfu(153), 2.0),
     PublishedPoint(
@@ -197,3 +238,21 @@ PUBLISHED_POINTS: tuple[PublishedPoint, ...] = (
 def predicted_mfu(point: PublishedPoint) -> float:
     """The step model's MFU at the published configuration, calibrated at the scenario's."""
     return perf.mfu(load_scenario(PUBLISHED / point.scenario, list(point.overrides)).base)
+
+
+def published_report() -> str:
+    """Each published point: study, configuration, published and predicted MFU (%), error."""
+    lines = []
+    for point in PUBLISHED_POINTS:
+        predicted = predicted_mfu(point)
+        error = 100 * (predicted - point.published_mfu)
+        verdict = "calibrated" if point.calibrated else f"bar {point.tolerance_points:g}"
+        lines.append(
+            f"{point.study} | {point.label} | published {100 * point.published_mfu:.2f} | "
+            f"predicted {100 * predicted:.2f} | error {error:+.2f} points ({verdict})"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(published_report())

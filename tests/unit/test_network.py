@@ -77,7 +77,7 @@ def test_alpha_beta_formulas():
 def compute_mode(*overrides: str):
     return load_scenario(
         ROOT / "scenarios/llama70b-1k.yaml",
-        ["performance.mfu=null", "performance.compute_efficiency=0.6", *overrides],
+        ["performance.mfu=null", "performance.compute_efficiency=0.65", *overrides],
     ).base
 
 
@@ -93,9 +93,18 @@ def test_compute_efficiency_mode_gives_a_published_mfu():
         + breakdown.exposed_data_parallel_s
         + breakdown.pipeline_send_s
         + breakdown.context_parallel_s
+        + breakdown.slowest_gpu_s
+        + breakdown.optimizer_s
     )
     assert breakdown.bubble_s == pytest.approx(
-        (breakdown.compute_s + breakdown.tensor_parallel_s + breakdown.pipeline_send_s) * 3 / 32
+        (
+            breakdown.compute_s
+            + breakdown.slowest_gpu_s
+            + breakdown.tensor_parallel_s
+            + breakdown.pipeline_send_s
+        )
+        * 3
+        / 32
     )
     assert perf.mfu(compute_mode()) == breakdown.mfu
 
@@ -139,3 +148,23 @@ def test_context_ranks_join_the_gradient_reduction_group():
     # (pipeline 0, tensor 0): replica 0's context ranks 0 and 2, replica 1's 8 and 10
     assert groups[0] == [(0, 0), (0, 2), (1, 0), (1, 2)]
     assert layout.dp_group() == network.Group(2, 2)
+
+
+def test_nccl_picks_nvls_inside_an_h100_node():
+    """NVLink SHARP (NCCL's NVLS): an all-reduce inside one node of NVLink 4 GPUs moves
+    2(n − 1)/n · S at 480/370 of the ring's NVLink bus bandwidth, after two NVLink hops
+    (up to the switch and back): ~480 GB/s of bus bandwidth on 8 H100s (nccl-tests)."""
+    auto = network.collective("all_reduce", 8e9, network.Group(1, 8), NDR, H100, 8, "auto")
+    ring = network.collective("all_reduce", 8e9, network.Group(1, 8), NDR, H100, 8, "ring")
+    assert auto.algorithm == "nvls" and 470 <= auto.busbw_GB_s <= 490
+    bus = network.nvlink_GB_s(H100, NDR) * 480 / 370
+    by_hand = 8.4e-6 + 2 * 3.4e-6 + 2 * 7 / 8 * 8e9 / (bus * 1e9)
+    assert auto.seconds == pytest.approx(by_hand, rel=1e-12) and auto.seconds < ring.seconds
+    # A100s (NVLink 3) have no NVLS, and between nodes the choice is ring or tree
+    a100 = GPUS["A100-80GB"]
+    assert (
+        network.collective("all_reduce", 8e9, network.Group(1, 8), NDR, a100, 8, "auto").algorithm
+        == "ring"
+    )
+    between = network.collective("all_reduce", 8e9, network.Group(2, 8), NDR, H100, 8, "auto")
+    assert between.algorithm in ("ring", "tree")
