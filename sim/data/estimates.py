@@ -199,6 +199,17 @@ def _weibull_profile(k: float, lives: Lives) -> tuple[float, float]:
     return loglik(log_s), math.exp(log_s)
 
 
+def profile_edge(f, at: float, bound: float, cut: float, xtol: float = 1e-6) -> float:
+    """Where a profile log-likelihood `f`, at its maximum at `at`, falls to `cut` on the way
+    to `bound`: the bound itself when it never falls that low there, `at` when the maximum
+    is flat to rounding (no width to find). One end of a profile-likelihood interval."""
+    if f(bound) >= cut:
+        return bound
+    if f(at) <= cut:
+        return at
+    return optimize.brentq(lambda v: f(v) - cut, min(at, bound), max(at, bound), xtol=xtol)
+
+
 def _bracket(f, start: float, step: float = 1.0) -> tuple[float, float]:
     """An interval around the maximum of a unimodal `f` near `start`: a step that doubles
     on each side until `f` falls below its best inside (at most 2^40 steps out)."""
@@ -244,15 +255,9 @@ def fit_lifetime(lives: Lives, level: float = LEVEL) -> LifetimeFit:
         log_k, loglik_w, scale = 0.0, loglik_exp, mean
     cut = loglik_w - stats.chi2.ppf(level, 1) / 2
 
-    def edge(bound: float) -> float:
-        if profile(bound) >= cut:
-            return bound
-        if profile(log_k) <= cut:  # a maximum flat to rounding: no width to find
-            return log_k
-        low, high = (bound, log_k) if bound < log_k else (log_k, bound)
-        return optimize.brentq(lambda v: profile(v) - cut, low, high, xtol=1e-5)
-
-    low, high = math.exp(edge(math.log(0.02))), math.exp(edge(math.log(50.0)))
+    low, high = (
+        math.exp(profile_edge(profile, log_k, math.log(bound), cut, 1e-5)) for bound in (0.02, 50.0)
+    )
     k = math.exp(log_k)
     aic_exp, aic_w = 2 - 2 * loglik_exp, 4 - 2 * loglik_w
     chosen = "weibull" if aic_w < aic_exp and not low <= 1.0 <= high else "exponential"
@@ -554,11 +559,5 @@ def gamma_spread(counts: np.ndarray, level: float = LEVEL) -> tuple[Estimate, fl
     top, at = -float(best.fun), float(best.x)
     cut = top - stats.chi2.ppf(level, 1) / 2
 
-    def edge(bound: float) -> float:
-        if loglik(bound) >= cut:
-            return bound
-        low, high = (bound, at) if bound < at else (at, bound)
-        return optimize.brentq(lambda v: loglik(v) - cut, low, high, xtol=1e-6)
-
-    low, high = math.exp(edge(bounds[0])), math.exp(edge(bounds[1]))
+    low, high = (math.exp(profile_edge(loglik, at, bound, cut)) for bound in bounds)
     return Estimate(math.exp(at), low, high, int(counts.sum())), top

@@ -1,8 +1,10 @@
-"""Failure classes fitted from an incident log (`fit_log`): per class its rate, lifetime
-law and repair times, lemons over the node counts, with a warning where too few events
-say nothing; the table of `trainsim fit` and the scenario fragment that reproduces them
+"""Failure classes fitted from an incident log (`fit_log`): the fleet's trend with its age,
+per class its rate, lifetime law, repairs that do not hold and repair times, lemons or a
+spread between nodes (fitted with the laws), with a warning where too few events say
+nothing; the table of `trainsim fit` and the scenario fragment that reproduces them
 (`fragment_yaml`). Reading the log is `sim.data.logs`; the estimators are
-`sim.data.estimates`. docs/fitting.md gives the format and every formula.
+`sim.data.estimates`, `sim.data.fleet_estimates` and `sim.data.frailty`; the fleet run back
+is `sim.data.fleet_check`. docs/fitting.md gives the format and every formula.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The fleet-level parts of a fit: the power-law trend of the fleet's failures with its age
-(Crow-AMSAA), repairs that do not hold (a hazard just after a node's return beyond the
-class's own), and the spread of rates between nodes corrected for what the classes' laws
-and the recurrences spread by themselves. docs/fitting.md gives every formula.
+(Crow-AMSAA), and repairs that do not hold (a hazard just after a node's return beyond the
+class's own). docs/fitting.md gives every formula.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, stats
 
-from sim.data.estimates import LEVEL, Estimate
+from sim.data.estimates import LEVEL, Estimate, profile_edge
 
 HOURS_PER_DAY = 24.0
 MIN_TREND_EVENTS = 30  # the power law needs this many node failures
@@ -120,13 +119,7 @@ def fit_trend(
     phi = _dispersion(times, window_h, start_h, math.exp(at))
     cut = top - phi * stats.chi2.ppf(level, 1) / 2
 
-    def edge(bound: float) -> float:
-        if profile(bound) >= cut:
-            return bound
-        low, high = (bound, at) if bound < at else (at, bound)
-        return optimize.brentq(lambda v: profile(v) - cut, low, high, xtol=1e-7)
-
-    low, high = math.exp(edge(bounds[0])), math.exp(edge(bounds[1]))
+    low, high = (math.exp(profile_edge(profile, at, bound, cut, 1e-7)) for bound in bounds)
     written = not low <= 1.0 <= high and 2 * (top - flat) / phi > stats.chi2.ppf(level, free)
     return TrendFit(Estimate(math.exp(at), low, high, n), start_h, window_h, top, flat, written)
 
@@ -267,15 +260,8 @@ def fit_refail(
         )
         return -float(found.fun)
 
-    def edge(f, at: float, bound: float) -> float:
-        if f(bound) >= cut:
-            return bound
-        if f(at) <= cut:
-            return at
-        return optimize.brentq(lambda v: f(v) - cut, min(at, bound), max(at, bound), xtol=1e-6)
-
-    p_low, p_high = edge(p_profile, p, 0.0), edge(p_profile, p, 0.999)
-    r_low, r_high = edge(r_profile, r, 0.01), edge(r_profile, r, REFAIL_MAX_H)
+    p_low, p_high = (profile_edge(p_profile, p, bound, cut) for bound in (0.0, 0.999))
+    r_low, r_high = (profile_edge(r_profile, r, bound, cut) for bound in (0.01, REFAIL_MAX_H))
     # p ≥ 0 sits on the boundary under the null: the ratio is half χ²₀, half χ²₁
     # quick recurrences only: a time at the bound is a slow excess the class's law misses
     written = (
@@ -342,21 +328,3 @@ def recurrence_weights(
     own = p / r * decay
     density = own + base.hazard * (1.0 - p + p * decay)
     return np.where(seen, own / np.maximum(density, 1e-300), 0.0)
-
-
-# --------------------------------------------------------------------------- the spread
-
-
-def spread_beyond(cv: float, counts: np.ndarray, null_counts: np.ndarray) -> float:
-    """The coefficient of variation of the nodes' own rates (gamma, mean 1) beyond what the
-    classes' laws and the recurrences spread by themselves. `cv` is the negative binomial's
-    (Poisson counts at gamma rates: Var N = μ + c²·μ²); nodes alike under the laws have
-    counts (`null_counts`, draws) of variance φ·μ, φ the null's variance over its mean, so
-    Var N = φ·μ + c'²·μ² and c'² = c² − (φ − 1)/μ (0 when the laws spread the counts as
-    much as the log)."""
-    mean = float(np.mean(counts))
-    if mean <= 0:
-        return 0.0
-    null_mean = float(np.mean(null_counts))
-    phi = float(np.mean(np.var(null_counts, axis=-1, ddof=1))) / max(null_mean, 1e-12)
-    return math.sqrt(max(cv**2 - (phi - 1.0) / mean, 0.0))

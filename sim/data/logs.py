@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from sim.model.scenario_set import ScenarioError
-from sim.runs import arguments as check
 from sim.model.schema import MAX_HOURS
+from sim.runs import arguments as check
 
 # the columns a log may have (the last four are those trainsim adds to its own logs)
 REQUIRED = ("time", "node")
