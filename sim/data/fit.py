@@ -300,15 +300,22 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
         if item.scope in NODE_SCOPES
         and np.count_nonzero(~np.isnan(o_repairs[item.rows])) >= MIN_REFAIL_REPAIRS
     ]  # fmt: skip
-    for round_ in range(3 if recurring else 0):
+    found_any = False
+    for round_ in range(3):
         for item in recurring:
             _fit_recurrences(item, o_times, o_nodes, o_repairs, o_classes, window, nodes,
                              raw_pace, trend if aging else None, multiplier,
                              None if round_ == 0 else item.lifetime)  # fmt: skip
+        # a class without recurrences against the exponential (the round that finds the
+        # most) has none against its own law either
+        recurring = [item for item in recurring if item.refail is not None]
+        if not recurring:
+            break
+        found_any = True
         # the laws on lives paced by each node's rate from its count: the baseline above
         # takes the node's pace apart, so its law must not hold the spread as well
         fit_laws(raw_pace, raw_unseen)
-    if recurring:
+    if found_any:
         fit_laws(None)
     for item in classes:
         if item.lives is not None and item.lives.ties:
