@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from sim.data.estimates import (
     Estimate,
@@ -28,6 +29,7 @@ from sim.data.estimates import (
     fit_lifetime,
     fit_repairs,
     gamma_spread,
+    poisson_mixture,
     poisson_rate,
     renewal_counts,
     renewal_lives,
@@ -229,8 +231,7 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
     o_classes = ordered["class"].to_numpy()
     counts = np.bincount(attributable["node"].to_numpy(dtype=np.int64), minlength=nodes)
     counts = counts.astype(float)
-    raw_pace = _gamma_pace(counts)
-    raw_unseen = float(_gamma_pace(np.zeros(1), of=counts)[0])
+    raw_pace, raw_unseen = _count_pace(counts)
 
     classes: list[_Class] = []
     for name in names:
@@ -537,6 +538,27 @@ def _fit_jointly(
             scale * math.gamma(1 + 1 / k), shape, scale, chosen,
         )  # fmt: skip
     return joint.cv
+
+
+def _count_pace(counts: np.ndarray) -> tuple[np.ndarray, float]:
+    """Each node's rate over the mean node's from its count alone (and a node's that never
+    failed), before any law is fitted: under the gamma spread or the two-point lemons,
+    whichever the counts' likelihood prefers (by AIC); nodes alike when the counts are
+    not overdispersed against Poisson."""
+    if len(counts) < 2 or np.mean(counts) <= 0:
+        return np.ones_like(counts, dtype=float), 1.0
+    if stats.chi2.sf(float(dispersion(counts)), len(counts) - 1) >= 0.05:
+        return np.ones_like(counts, dtype=float), 1.0
+    gamma_cv, gamma_loglik = gamma_spread(counts)
+    mixture = poisson_mixture(counts)
+    if 6 - 2 * mixture.loglik < 4 - 2 * gamma_loglik:
+        mean = 1 - mixture.fraction + mixture.fraction * min(mixture.multiplier, 1000.0)
+        return (
+            mixture.node_multiplier(counts) / mean,
+            float(mixture.node_multiplier(np.zeros(1))[0]) / mean,
+        )
+    pace = _gamma_pace(counts, gamma_cv.value)
+    return pace, float(_gamma_pace(np.zeros(1), gamma_cv.value, counts)[0])
 
 
 def _gamma_pace(counts: np.ndarray, cv: float | None = None, of: np.ndarray | None = None):
