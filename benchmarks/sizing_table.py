@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.model import batch, calculator, checkpoints, network, perf, sizing  # noqa: E402
+from sim.model import batch, calculator, checkpoints, memory, network, perf, sizing  # noqa: E402
 from sim.model.scenario import load_scenario  # noqa: E402
 from sim.model.scenario_set import ScenarioSet  # noqa: E402
 from sim.model.schema import Scenario  # noqa: E402
@@ -441,15 +441,58 @@ def published_table() -> str:
     return _table(header, body)
 
 
-def step_parts_table() -> str:
-    """Where the step's time goes as the 177B strong-scaling study grows (perf.step_breakdown)."""
-    names = ["compute", "pipeline bubble", "exposed data-parallel", "pipeline sends",
-             "tensor-parallel"]  # fmt: skip
-    header = ["GPUs", "microbatches per replica", "step", "MFU", *names]
-    body = []
+def strong_scaling() -> list[tuple[Scenario, perf.StepBreakdown]]:
+    """The 177B strong-scaling study at each of STRONG_NODES: the scenario and its step."""
+    out = []
     for nodes in STRONG_NODES:
         s = load_scenario(sizing.PUBLISHED / STRONG, [f"cluster.nodes={nodes}"]).base
-        b = perf.step_breakdown(s)
+        out.append((s, perf.step_breakdown(s)))
+    return out
+
+
+# the parts of a step the 177B study has (no context parallelism), as StepBreakdown.shares
+STRONG_PARTS = ("compute", "pipeline bubble", "exposed data-parallel", "pipeline sends",
+                "tensor-parallel", "slowest GPU", "optimizer step")  # fmt: skip
+
+
+def weak_scaling_words() -> str:
+    """What the weak-scaling tables lose from their smallest size to their largest, published
+    and predicted (sizing.PUBLISHED_POINTS)."""
+    studies: dict[str, list[sizing.PublishedPoint]] = {}
+    for point in sizing.PUBLISHED_POINTS:
+        if "weak scaling" in point.study:
+            studies.setdefault(point.study, []).append(point)
+    losses, within = [], True
+    for study, points in studies.items():
+        first, last = points[0], points[-1]
+        predicted = {p: sizing.predicted_mfu(p) for p in points}
+        published_loss = 100 * (first.published_mfu - last.published_mfu)
+        predicted_loss = 100 * (predicted[first] - predicted[last])
+        gpus = [p.label.split(" GPUs")[0] + " GPUs" for p in (first, last)]  # "2,304 GPUs"
+        losses.append(
+            f"{study.split(' (')[0]}, {published_loss:.1f} points from {gpus[0]} to "
+            f"{gpus[1]}, and the model {predicted_loss:.1f}"
+        )
+        within &= all(
+            abs(100 * (predicted[p] - p.published_mfu)) <= p.tolerance_points for p in points
+        )
+    return (
+        "On the weak-scaling tables the batch per replica stays the same, so the bubble and "
+        "the compute beside each reduction do too; what grows with the data-parallel size is "
+        "the ring's latency and the wait for the slowest of more GPUs. The published MFU "
+        "falls more than that gives: "
+        + "; ".join(losses)
+        + ". The rest of the loss at scale is not modelled"
+        + (" (every row is within its bar)." if within else ".")
+    )
+
+
+def step_parts_table() -> str:
+    """Where the step's time goes as the 177B strong-scaling study grows (perf.step_breakdown):
+    each row's parts add up to its step."""
+    header = ["GPUs", "microbatches per replica", "step", "MFU", *STRONG_PARTS]
+    body = []
+    for s, b in strong_scaling():
         shares = b.shares()
         body.append(
             [
@@ -457,10 +500,76 @@ def step_parts_table() -> str:
                 f"{batch.microbatches(s):,.0f}",
                 _seconds(b.step_s),
                 f"{perf.mfu(s):.3f}",
-                *(f"{shares[n]:.1%}" for n in names),
+                *(f"{shares[n]:.1%}" for n in STRONG_PARTS),
             ]
         )
     return _table(header, body)
+
+
+def strong_scaling_words() -> str:
+    """The paragraph on the 177B study's loss, from its smallest and largest size."""
+    (small, first), (large, last) = strong_scaling()[0], strong_scaling()[-1]
+    para = large.parallelism
+    m = batch.microbatches(large)
+
+    def share(b: perf.StepBreakdown, part: str) -> str:
+        return f"{b.shares()[part]:.1%}"
+
+    return (
+        f"The Megatron-Core study falls from {perf.mfu(small):.1%} MFU on "
+        f"{_gpus(small.cluster.gpus)} H100s to {perf.mfu(large):.1%} on "
+        f"{_gpus(large.cluster.gpus)} in the model (published: 47% and 42%). Most of it is "
+        f"the bubble: {m:,.0f} microbatches per replica on {para.pipeline} stages of "
+        f"{para.virtual_stages} model chunks leave ({para.pipeline} − 1) / "
+        f"({para.virtual_stages} · {m:,.0f}) of the busy time idle, "
+        f"{share(last, 'pipeline bubble')} of the step (from {share(first, 'pipeline bubble')}); "
+        "the bubble depends on the number of model chunks per stage, which the README does "
+        f"not give ({para.virtual_stages} taken; the scenario's comments give the prediction "
+        "for the others). The wait for the slowest GPU grows with the GPUs: each GPU's "
+        f"compute varies from step to step (`performance.jitter`, "
+        f"{large.performance.jitter:.0%}) and a synchronous step waits for the slowest, the "
+        f"expected largest of N standard normals: {perf.slowest_of(small.cluster.gpus):.2f} "
+        f"for {_gpus(small.cluster.gpus)} GPUs, {perf.slowest_of(large.cluster.gpus):.2f} for "
+        f"{_gpus(large.cluster.gpus)}, so {first.slowest_gpu_s / first.compute_s:.1%} and "
+        f"{last.slowest_gpu_s / last.compute_s:.1%} of the compute "
+        f"({share(first, 'slowest GPU')} and {share(last, 'slowest GPU')} of the step). The "
+        "gradients' reduce-scatter, chunk by chunk as each chunk's last backward runs, hides "
+        f"behind the cool-down but for {share(last, 'exposed data-parallel')} of the step; the "
+        "optimizer step (each GPU's shard of the parameters, at HBM bandwidth) takes "
+        f"{last.optimizer_s * 1e3:.1f} ms."
+    )
+
+
+LLAMA3_TABLE4 = "llama3-405b-8k-table4.yaml"
+
+
+def llama3_table4_words() -> str:
+    """The paragraph on Llama 3 405B's Table 4 configuration and the memory it needs."""
+    s = load_scenario(sizing.PUBLISHED / LLAMA3_TABLE4).base
+    para, gpu = s.parallelism, s.cluster.gpu_spec
+    use = memory.memory_use(s)
+    scores = s.model_copy(
+        update={"memory": s.memory.model_copy(update={"attention": "stored-scores"})}
+    )
+    margin = f"{abs(use.margin_GB):.1f} GB {'under' if use.margin_GB >= 0 else 'over'}"
+    return (
+        f"Llama 3 405B as Meta ran it (Table 4: TP {para.tensor}, PP {para.pipeline} with "
+        f"the interleaved schedule of {para.virtual_stages} one-layer chunks per stage, "
+        f"{_gpus(s.cluster.gpus)} H100s, sequences of {s.model.seq_len:,}, 16M tokens, no "
+        f"activation recomputation) needs {use.total_GB:.1f} GB per GPU in the model "
+        f"([`{LLAMA3_TABLE4.removesuffix('.yaml')}`](../scenarios/published/{LLAMA3_TABLE4})): "
+        "FlashAttention-style activations (the default, `memory.attention: flash`), the keys "
+        f"and values of {s.model.kv_heads} of {s.model.heads} heads (grouped-query "
+        "attention), no dropout masks "
+        "(`memory.dropout: false`), the interleaved schedule's extra microbatches in flight "
+        f"as Megatron counts them (× {use.interleave:.4g}), and the optimizer states and "
+        f"gradients sharded over the {memory.sharding_ranks(s)} data-parallel ranks as Llama "
+        f"3's FSDP does ({use.bytes_per_param:.4g} bytes per parameter). That is {margin} the "
+        f"{gpu.name}'s {use.capacity_GB:g} GB, within the estimate's uncertainty of "
+        f"{use.uncertainty_GB:.0f} GB: it runs, and `calc`, `validate`, `run` and `plan` "
+        "warn with the margin. The old formula (`memory.attention: stored-scores`) needs "
+        f"{memory.memory_use(scores).total_GB:,.0f} GB and refuses it."
+    )
 
 
 def deterministic_tables() -> list[str]:
@@ -482,19 +591,27 @@ one optimizer step on one GPU of the first pipeline stage
  ├ warm-up ┤├──────── steady state: one forward, one backward ────────┤├ cool-down ┤
   F F … F    F B F B F B … F B                                          B B … B
   └─ the bubble: (p − 1)/(v·m) of the busy time, idle in warm-up and cool-down ─┘
+  (fewer microbatches than stages: the warm-up is all m forwards, the pipeline never
+   fills, and the bubble, the same formula, can exceed the busy time)
 
   each F and B: its compute + tensor-parallel all-reduces (+ the context-parallel ring),
-  then a send of the activations (F) or their gradients (B) to the next stage
+  then a send of the activations (F) or their gradients (B) to the next stage (when
+  interleaved, hidden behind the next chunk's compute but for 1 − overlap)
+  the slowest GPU: every GPU's compute varies from step to step (jitter), and all wait
+  for the slowest of the job's N: compute · jitter · E[max of N standard normals]
                                                        ├ last microbatch's backward ┤
   gradients' reduce-scatter, bucket by bucket:                ▓▓▓▓▓▓▓▓▓▓▓▓▓▓▓▓▓▓▓▓▓░░░░
-                                                        hidden: overlap × window ┘ exposed
+  (chunk by chunk when interleaved)                     hidden: overlap × window ┘ exposed
+  optimizer step: the GPU's shard of the parameters updated, at HBM bandwidth  ├─┤
   next step's first forward ├────┤  parameters' all-gather:  ▓▓▓▓▓▓░░░░░ (ZeRO 1-2)
   ZeRO-3: per microbatch, the parameters gathered for each F and B and the gradients
   reduce-scattered, one collective per layer prefetched behind the compute (layer), or
   one per tensor the compute waits for (tensor); each collective pays the ring's latency
+  all-reduces: ring, tree or NVLS (inside an NVLink 4 node), as network.collective says
 
-  step = busy · (1 + bubble) + exposed reduction
-  busy = compute + tensor-parallel + context-parallel + exposed sends + exposed ZeRO-3"""
+  step = busy · (1 + bubble) + exposed reduction + optimizer step
+  busy = compute + slowest GPU + tensor-parallel + context-parallel + exposed sends
+         + exposed ZeRO-3"""
 
 
 def mc_table(rows: list[CalcRow], results: list[MonteCarloRow | None]) -> str:
@@ -603,9 +720,11 @@ def render(
         "at its own size and follows the step model elsewhere (sim/model/sizing.py; "
         "[architecture.md](architecture.md#the-step-model)): a fixed batch spread over more "
         "GPUs leaves each data-parallel replica fewer microbatches, so a larger pipeline "
-        "bubble and less compute beside the same exposed gradient reduction. Where the batch "
-        "cannot be split over the replicas (or a 1F1B pipeline cannot fill: fewer "
-        "microbatches than stages) the configuration cannot run; the key at fault is named:",
+        "bubble and less compute beside the same exposed gradient reduction, and more GPUs for "
+        "the step to wait for the slowest of. Where the batch cannot be split over the "
+        "replicas, or the model does not fit in the GPU's memory, the configuration cannot "
+        "run and the key at fault is named; fewer microbatches than pipeline stages run, with "
+        "the bubble that leaves (BLOOM-176B's batch ramp-up ran 16 sequences on 12 stages):",
         "",
         range_table(ranges),
         "",
@@ -620,7 +739,8 @@ def render(
         "",
         "## The step model against published scaling",
         "",
-        "How many GPUs rests on how the MFU moves when the cluster grows at a fixed batch. "
+        "How many GPUs rests on how the MFU moves when the cluster grows, at a fixed batch "
+        "(strong scaling) or with the batch growing with it (weak scaling). "
         "The step model ([architecture.md](architecture.md#the-step-model), `sim/model/perf.py`) "
         "builds a step from its parts; the communication hides only behind the compute "
         "that runs while it is in flight:",
@@ -632,43 +752,40 @@ def render(
         "Each study below has a scenario in `scenarios/published/` at one of its "
         "configurations, with the MFU measured there (its comments give the configuration "
         "details the study did not publish, and which value was taken); the model, "
-        "calibrated there, predicts the others (`--set cluster.nodes=...`). Megatron SC'21 "
+        "calibrated there, predicts the others (`--set cluster.nodes=...`, and "
+        "`model.global_batch_tokens` with it for the weak-scaling tables). Megatron SC'21 "
         "reports teraFLOP/s by its own count (with the recomputed forward pass); they are "
         "converted to trainsim's MFU (6N + 12·L·h·T per token) by the paper's equation (3). "
         "Checked by `tests/unit/test_published_scaling.py`:",
         "",
         published_table(),
         "",
-        "Megatron SC'21's PTD-P rows lose what the pipeline bubble of 1F1B loses "
-        "(11 / 384 to 11 / 96 of the busy time); the exposed reduction is small beside "
-        "steps of 20-80 s. The Megatron-Core study, at up to 4,608 H100s, loses more to "
-        "the exposed reduction: with 12 microbatches per replica, one microbatch's "
-        "backward hides only part of it; its bubble depends on the number of model chunks per "
-        "stage, which the README does not give (4 taken; the scenario's comments give the "
-        "prediction for the others). Table 2's ZeRO-3 rows take the same 74 days for 300B "
+        weak_scaling_words(),
+        "",
+        "Megatron SC'21's PTD-P rows lose mostly what the pipeline bubble of 1F1B loses "
+        "(11 / 384 to 11 / 96 of the busy time), and a little more waiting for the slowest "
+        "of more GPUs; the exposed reduction is small beside steps of 20-80 s. "
+        "Table 2's ZeRO-3 rows take the same 74 days for 300B "
         "tokens on 768 and 1,536 GPUs: the step stops shrinking with the compute. Their "
         "bandwidth does not explain it (each pass over the parameters moves 349 GB per GPU, "
         "under 2 s at the 188 GB/s NCCL's ring reaches over Selene's 8 HDR NICs per node); "
         "a cost per collective that grows with the ranks does. Gathered per layer and "
         "prefetched, as FSDP does (`zero3_gather: layer`), the gathers hide behind the "
-        "compute at every size and the model predicts no loss (34.5% on 1,536 GPUs). The "
+        "compute at every size and the model predicts almost no loss (34.3% on 1,536 GPUs, "
+        "the wait for the slowest GPU). The "
         "scenario takes `zero3_gather: tensor`, fitted to the rows' shape rather than "
         "published (its comments say why): a step is 4 passes (forward, recomputed forward, "
         "backward, reduce-scatter) of 96 × 12 collectives, one per parameter tensor, each "
         "paying the ring's latency of (n − 1) steps at 5 µs, 8.9 s on 384 GPUs and 35 s on "
         "1,536, which the compute waits for. With DeepSpeed's documented defaults (tensors "
-        "under 10^5 elements kept whole: 4 collectives per layer) the model gives 28.9% and "
-        "19.1%, outside the bar: what made the published steps stop shrinking is not known. "
-        "Where the 177B study's step goes, by size:",
+        "under 10^5 elements kept whole: 4 collectives per layer) the model gives 28.8% and "
+        "19.0%, outside the bar: what made the published steps stop shrinking is not known.",
+        "",
+        strong_scaling_words() + " Where its step goes, by size (each row adds up to its step):",
         "",
         step_parts_table(),
         "",
-        "Llama 3 405B as Meta ran it (Table 4: TP 8, PP 16, 8,192 H100s, sequences of "
-        "8,192, 16M tokens, no activation recomputation) fits in 80 GB with "
-        "FlashAttention-style activations (the default, `memory.attention: flash`) and the "
-        "optimizer states and gradients sharded as Llama 3's FSDP does "
-        "([`llama3-405b-8k-table4`](../scenarios/published/llama3-405b-8k-table4.yaml)); "
-        "the old formula (`memory.attention: stored-scores`) needs far more and refuses it.",
+        llama3_table4_words(),
         "",
         "## Where the guide and the model disagree",
         "",

@@ -144,10 +144,12 @@ def warn_infeasible(loaded: ScenarioSet) -> None:
                   file=sys.stderr)  # fmt: skip
 
 
-def warn(problems: list[feasibility.Problem]) -> None:
-    """Points no replica of which can finish: said on stderr before anything is simulated."""
+def warn(problems: list[feasibility.Problem], source: Path | str | None = None) -> None:
+    """What the model warns of (points no replica of which can finish, memory estimates near
+    the GPU's memory): said on stderr, naming `source` (the file) when given."""
+    where = f"{source}: " if source is not None else ""
     for problem in problems:
-        print(f"warning: {problem.where()}{problem.message}", file=sys.stderr)
+        print(f"warning: {where}{problem.where()}{problem.message}", file=sys.stderr)
 
 
 def metric_text(metric: str, value: float, unit: bool = True) -> str:

@@ -30,6 +30,7 @@ from sim.cli.common import (
     warn,
 )
 from sim.decide import answer, planner, racing
+from sim.model import feasibility
 from sim.model.columns import unit_of
 from sim.runs import summaries
 from sim.runs.api import RunInterrupted
@@ -143,6 +144,7 @@ def plan_command(
             param_hint="--replicas-first",
         )
     loaded = load(scenario, overrides, planner.parse_vary(str(scenario), vary))
+    warn(feasibility.memory_warnings(loaded))  # before the race: they run, and may not fit
     plan_answer(
         lambda: planner.plan(
             loaded,

@@ -158,6 +158,9 @@ def run(
         else:
             loaded = load(scenario, overrides, params)
             total = feasibility.check_replicas(loaded, replicas, points_slice)
+            # said before the run: these points run, and may or may not fit
+            near_limit = feasibility.memory_warnings(loaded)
+            warn([w for w in near_limit if points_slice is None or w.point in points_slice])
             if progress and total > 1_000_000:  # listing them takes a moment: say so at once
                 print(f"{total:,} replicas to run: preparing them...", file=sys.stderr)
             outcome = run_scenario(
@@ -318,7 +321,13 @@ def no_finish_reason(outcome: RunOutcome, point: int) -> str:
     for problem in outcome.problems:
         if problem.point == point:
             return f"— no replica finished: {problem.message}"
-    horizon = outcome.scenario_set.points[point].scenario.simulation.horizon_days
+    simulation = outcome.scenario_set.points[point].scenario.simulation
+    horizon = simulation.horizon_days
+    if simulation.until == "horizon":
+        return (
+            f"— a fleet run to its horizon ({horizon:g} days, simulation.until: horizon): time "
+            "to train has no value; wall time and the buckets cover the horizon"
+        )
     return (
         f"— no replica finished within simulation.horizon_days={horizon:g}: "
         "time to train has no value; wall time and the buckets cover the horizon"

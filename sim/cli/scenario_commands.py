@@ -52,7 +52,8 @@ def validate(scenarios, overrides) -> None:
         extra = f", {points} sweep points" if points > 1 else ""
         print(f"ok: {path} ({loaded.name}{extra})")
         warn_infeasible(loaded)
-        warn(hopeless)
+        warn(feasibility.memory_warnings(loaded), path)  # several files: each named
+        warn(hopeless, path)
     if bad:
         if len(scenarios) > 1:
             print(f"{bad} of {len(scenarios)} scenario files are invalid", file=sys.stderr)
@@ -77,6 +78,7 @@ def calc(scenario, overrides, run_dir, as_json) -> None:
     # a point that cannot run has no calculation: its reason instead
     results = [(p.params, p.infeasible or calculator.calculate(p.scenario)) for p in loaded.points]
     measured = run_costs(run_dir, loaded) if run_dir is not None else {}
+    warn_memory(results)
     if as_json:
         doc = {
             "scenario": loaded.name,
@@ -114,6 +116,15 @@ def calc(scenario, overrides, run_dir, as_json) -> None:
         print_step_parts(console, c)
         if c.efficiency_warning:
             print(f"warning: {c.efficiency_warning}", file=sys.stderr)
+
+
+def warn_memory(results: list[tuple[dict, calculator.Calculation | str]]) -> None:
+    """calc: the points whose memory estimate is within its uncertainty of the GPU's memory
+    (they run, and may or may not fit), on stderr as validate, run and plan say them."""
+    for params, c in results:
+        if not isinstance(c, str) and c.memory_warning:
+            where = f"sweep point {params}: " if params else ""
+            print(f"warning: {where}parallelism: {c.memory_warning}", file=sys.stderr)
 
 
 def run_costs(run_dir: Path, loaded: ScenarioSet) -> dict[int, dict[str, float]]:

@@ -41,6 +41,7 @@ from sim.model.reliability import (
     interval_steps,
     theory_interval_s,
 )
+from sim.model.scenario_set import ScenarioError
 from sim.model.schema import Scenario
 
 
@@ -135,6 +136,15 @@ def efficiency_warning(scenario: Scenario) -> str | None:
 
 
 def calculate(scenario: Scenario) -> Calculation:
+    """Every figure of the calculator for one scenario (one point of a loaded scenario)."""
+    if not isinstance(scenario, Scenario):  # a library caller's slip, said in its terms
+        raise ScenarioError(
+            "calculate",
+            "scenario",
+            "expected a Scenario (one point of a loaded scenario: "
+            "sim.model.scenario.load_scenario(path).base, or .points[i].scenario), not "
+            + type(scenario).__name__,
+        )
     step_s = step_time_s(scenario)
     steps = total_steps(scenario)
     ideal_s = steps * step_s

@@ -314,7 +314,7 @@ def step_parts(scenario: Scenario, replicas: int | None = None) -> StepParts:
 def slowest_of(gpus: int) -> float:
     """The expected largest of `gpus` independent standard normal draws (Blom's
     approximation of the order statistic, Φ⁻¹((N − 0.375)/(N + 0.25)): 0 for one GPU,
-    1.03 for 4, 2.46 for 96, 3.02 for 576, 3.60 for 4,608). A synchronous step waits for
+    1.05 for 4, 2.48 for 96, 3.07 for 576, 3.64 for 4,608). A synchronous step waits for
     its slowest GPU, so the compute of N GPUs whose times spread with coefficient of
     variation `performance.jitter` takes compute × (1 + jitter × slowest_of(N))."""
     if gpus <= 1:

@@ -279,6 +279,9 @@ def test_the_engine_sees_a_spine_that_adaptive_routing_spreads_over():
     from sim.model import perf
 
     s = scenario(oversubscription=3.0, placement="scattered", routing="adaptive")
+    # without the wait for the slowest GPU (performance.jitter): on this 3:1 scattered
+    # fabric mfu 0.45 needs a compute efficiency of 0.95 without it, above 1 with it
+    s = s.model_copy(update={"performance": s.performance.model_copy(update={"jitter": 0.0})})
     degradation = FabricDegradation(s)
     assert "spine0" in degradation.used and "leaf0-spine0.0" in degradation.used
     size = network.gradient_bytes_per_rank(s)
