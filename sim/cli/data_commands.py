@@ -112,7 +112,8 @@ def fit(
     from sim.runs.manifest import trainsim_command
 
     if out is None:
-        out = Path(os.environ.get(RESULTS_ENV) or "results") / "fit"
+        out = Path(os.environ.get(RESULTS_ENV) or "results").expanduser() / "fit"
+    out = out.expanduser()
     # never into a run directory (its files or figures), never through a link
     for path in (out, out / "figures"):
         protect_run_files(None, path, "--out")

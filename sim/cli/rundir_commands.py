@@ -55,11 +55,11 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as
         raise click.UsageError("give --figure PATH or --no-figure, not both")
     if figure is not None:
         arguments.check_figure_path(figure)
-        for run_dir in (run_a, run_b):  # never over a run's own table, manifest or parts
-            protect_run_files(
-                run_dir, figure, "--figure",
-                f"or leave --figure out for {run_b / compare.default_figure_name(run_a)}",
-            )  # fmt: skip
+        # never over a run's own table, manifest or parts, nor into a third run's directory
+        protect_run_files(
+            (run_a, run_b), figure, "--figure",
+            f"or leave --figure out for {run_b / compare.default_figure_name(run_a)}",
+        )  # fmt: skip
     result = compare.compare_runs(run_a, run_b, point_a, point_b)
     written = None if no_figure else compare_figure.write_figure(result, figure)
     if as_json:

@@ -13,6 +13,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from sim.model.scenario_set import ScenarioError
 from sim.model.schema import MAX_HOURS
@@ -186,6 +188,7 @@ def _read_table(path: Path) -> pd.DataFrame:
         raise ScenarioError(source, "", "no such file: expected an incident log (CSV or parquet)")
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
+            _refuse_nested(source, pq.read_schema(path))
             return pd.read_parquet(path)
         # only an empty cell is missing: a host named NA, None or null is a name
         return pd.read_csv(
@@ -195,11 +198,23 @@ def _read_table(path: Path) -> pd.DataFrame:
             na_values={"repair_hours": [""], "time": [""], "node": [""], "class": [""],
                        "scope": [""], "replica": [""], "point": [""]},
         )  # fmt: skip
+    except ScenarioError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
         raise ScenarioError(
             source, "", f"cannot read the log ({type(exc).__name__}: {exc}); expected CSV "
             "with a header row, or parquet",
         ) from None  # fmt: skip
+
+
+def _refuse_nested(source: str, schema: pa.Schema) -> None:
+    """A list, map or struct column holds several values per row: never read as a name."""
+    for field in schema:
+        if pa.types.is_nested(field.type):
+            raise ScenarioError(
+                source, f"column {field.name}", f"a nested parquet column ({field.type}): "
+                "expected one value per row (a name, a number or a time); flatten it first",
+            )  # fmt: skip
 
 
 def _select_run(

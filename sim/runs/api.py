@@ -365,8 +365,9 @@ def _complete(
         raise lost.of_run(run.path) from None
     except OSError as exc:
         if not is_disk_error(exc):
+            problem = run.changed_or(exc)  # the directory changed under the run: bad input
             run.try_status("failed")
-            raise
+            raise problem from None
         run.try_status("failed", error=str(exc)[:300])
         raise disk_full(run, scenario_set, exc) from None
     except BaseException:
@@ -473,10 +474,11 @@ def finalise(
     except Interrupted:
         raise
     except OSError as exc:
+        problem = run.changed_or(exc)  # the directory changed under the command: bad input
         run.try_status("failed")
         if is_disk_error(exc):
             raise disk_full(run, scenario_set, exc) from None
-        raise
+        raise problem from None
     except BaseException:
         run.try_status("failed")
         raise
@@ -519,6 +521,7 @@ def _finalise(
         record = simulate_replica(build_plan(first.scenario), 0, seed, timeline=True)
         write_regular(run.path / "timeline.json", _dumps(chrome_trace(record.timeline)))
     if figures is not None and len(light):  # a slice of infeasible points only has nothing to draw
+        run.check_layout()  # figures/ made a link meanwhile: never drawn through
         figures(run, scenario_set, table_path, light, summary)
     return summary, doc
 
@@ -607,6 +610,10 @@ def merge_runs(
                             write(int(point), start, incident_log.attach(group, failures))
         except Interrupted:
             raise
+        except OSError as exc:  # the merged directory changed under the merge: bad input
+            problem = merged.changed_or(exc)
+            merged.try_status("failed")
+            raise problem from None
         except BaseException:
             merged.try_status("failed")
             raise

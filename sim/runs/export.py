@@ -25,7 +25,7 @@ BATCH_ROWS = 65_536
 def export_csv(run_dir: str | Path, out: str | Path | None = None, force: bool = False) -> Path:
     """Write the run's replica table as CSV; return the path. Bad input (no complete run
     there, an output path that is one of the run's files) raises a ScenarioError."""
-    run = Path(run_dir)
+    run = Path(run_dir).expanduser()
     table = run / "replicas.parquet"
     if not (run / "run.json").is_file():
         raise ScenarioError(
@@ -41,8 +41,9 @@ def export_csv(run_dir: str | Path, out: str | Path | None = None, force: bool =
             "the run has no replicas.parquet: it is not complete (finish it with "
             f"`{resume_command(run)}`) or not a run of replicas",
         )
-    path = Path(out) if out is not None else run / DEFAULT_NAME
-    # never over the run's own files (RUN/replicas.csv, the default, is not one of them)
+    path = Path(out).expanduser() if out is not None else run / DEFAULT_NAME
+    # never over the run's own files (RUN/replicas.csv, the default, is not one of them),
+    # nor anything in another run's directory (its replicas.csv is its own)
     protect_run_files(run, path, "--out", f"or leave --out out for {run / DEFAULT_NAME}")
     if path.exists() and (not force or not path.is_file()):
         raise ScenarioError(

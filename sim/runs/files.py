@@ -12,7 +12,7 @@ import math
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,16 +94,21 @@ def run_directory_of(target: Path) -> Path | None:
 
 
 def protect_run_files(
-    run_dir: str | Path | None, out: str | Path, option: str = "--out", instead: str = ""
+    run_dir: str | Path | Iterable[str | Path] | None,
+    out: str | Path,
+    option: str = "--out",
+    instead: str = "",
 ) -> None:
     """Refuse an output path that is a link (a command creates regular files only and never
     follows one), a file of a run (its table, manifest, scenario, parts, figures...) whether
-    it exists yet or not, of `run_dir` or of any other run directory the path lies in, or a
-    run directory itself: writing there would destroy the run. Files a run does not hold
-    (its report.html, a CSV export) may be written over. `instead`: the command's other way
-    out, said after "give a path outside it" (e.g. "or leave --out out for
-    RUN/report.html")."""
-    out = Path(out)
+    it exists yet or not, of `run_dir` (the command's own run directory, or several: compare's
+    two) or of any other run directory the path lies in, a run directory itself, or any path
+    inside another run's directory than the command's own: writing there would destroy the run
+    (another run's report.html or replicas.csv is that run's, not this command's). Files the
+    command's own run does not hold (its report.html, a CSV export) may be written over.
+    `instead`: the command's other way out, said after "give a path outside it" (e.g. "or
+    leave --out out for RUN/report.html")."""
+    out = Path(out).expanduser()
 
     def refuse(what: str, run: Path) -> ScenarioError:
         return ScenarioError(
@@ -125,7 +130,17 @@ def protect_run_files(
         target = out.resolve()
     except OSError:
         return
-    roots = [Path(run_dir)] if run_dir is not None else []
+    if run_dir is None:
+        given: list[Path] = []
+    elif isinstance(run_dir, str | os.PathLike):
+        given = [Path(run_dir).expanduser()]
+    else:
+        given = [Path(run).expanduser() for run in run_dir]
+    own = set()
+    for run in given:
+        with contextlib.suppress(OSError):
+            own.add(run.resolve())
+    roots = list(given)
     owner = run_directory_of(target)
     if owner is not None:
         roots.append(owner)
@@ -148,6 +163,15 @@ def protect_run_files(
                 for name in RUN_FILES:
                     if (root / name).exists() and os.path.samefile(root / name, target):
                         raise refuse(f"a link to {name}", run)
+        if root not in own and root in target.parents:
+            # another run's directory: its report.html, replicas.csv... are its own
+            raise ScenarioError(
+                option,
+                str(out),
+                f"inside another run, {run}: writing there would destroy the run's own "
+                f"files (its report, its exports); give a path outside it"
+                f"{', ' + instead if instead else ''}",
+            )
 
 
 @contextlib.contextmanager

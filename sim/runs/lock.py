@@ -79,8 +79,9 @@ class RunLock:
                 raise RunLocked(
                     where,
                     str(self.path.parent),
-                    f"another trainsim process is writing this run directory ({holder}); "
-                    "one process at a time: wait for it to end, or stop it and resume then",
+                    f"another trainsim process is writing this run directory: it holds the "
+                    f"lock {self.path} ({holder}); one process at a time: wait for it to end, "
+                    "or stop it and resume then",
                 ) from None
             except OSError as exc:  # a file system without locks: the pid in the file says
                 if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
@@ -142,8 +143,8 @@ class RunLock:
             raise RunLocked(
                 where,
                 str(self.path.parent),
-                f"another trainsim process is writing this run directory ({self._holder(fd)}); "
-                f"if it is gone, delete {self.path} and resume",
+                f"another trainsim process is writing this run directory: it holds the lock "
+                f"{self.path} ({self._holder(fd)}); if it is gone, delete {self.path} and resume",
             )
 
     def release(self) -> None:

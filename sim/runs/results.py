@@ -30,11 +30,12 @@ is complete, so at every instant the directory is complete or resumable."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import platform
+import re
 import secrets
-import shutil
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -48,9 +49,25 @@ import yaml
 
 from sim.model.scenario import dump_resolved
 from sim.model.scenario_set import ScenarioError, ScenarioSet
-from sim.runs.files import REJECTED, is_disk_error, read_bounded, replacing, write_regular
+from sim.runs.files import (
+    REJECTED,
+    RUN_FILES,
+    RUN_FOLDERS,
+    is_disk_error,
+    read_bounded,
+    replacing,
+    write_regular,
+)
 from sim.runs.lock import RunLock
-from sim.runs.manifest import STATUSES, fingerprint, load_manifest, new_run_id, utc_now, version
+from sim.runs.manifest import (
+    STATUSES,
+    fingerprint,
+    load_manifest,
+    new_run_id,
+    resume_command,
+    utc_now,
+    version,
+)
 from sim.runs.parts import (
     PART,
     RANGES,
@@ -66,6 +83,17 @@ from sim.runs.parts import (
 # groups (a writer holds the metadata of every row group until it closes: a row group
 # per part of 200 rows made the merge of 200,000 replicas take ~100 MB)
 ROW_GROUP = 4096
+
+# what a run writes in parts/ (and so may remove): its parts, their failures (`--incidents`)
+# and the temporaries `replacing` renames into them, left by a process killed mid-write
+_NAME = r"(?:incidents-)?p\d{5}-r\d{9}-n\d{9}\.parquet"
+OWN_PART = re.compile(rf"^(?:{_NAME}|\.{_NAME}\.[A-Za-z0-9_]+\.tmp)$")
+
+
+class RunDirChanged(ScenarioError):
+    """The run directory was deleted, or one of its folders or files replaced by something
+    else (a file for parts/, a directory for replicas.parquet, a link), while a command
+    wrote it: bad input naming the path; what is there is kept."""
 
 
 @dataclass
@@ -94,7 +122,8 @@ class RunDir:
         """Create `out_root/<name>/<unique id>/`, lock it for this process and write its
         manifest and scenario, or raise a ScenarioError naming the output path if it cannot
         be written."""
-        parent = Path(out_root) / scenario_set.name
+        out_root = Path(out_root).expanduser()  # `--out=~/r`, TRAINSIM_RESULTS=~/r
+        parent = out_root / scenario_set.name
         try:
             parent.mkdir(parents=True, exist_ok=True)
             for _ in range(100):
@@ -144,8 +173,10 @@ class RunDir:
     @classmethod
     def open(cls, path: str | Path, where: str = "--resume", lock: bool = False) -> RunDir:
         """An existing run directory and its checked manifest; with `lock`, locked for this
-        process first (another live writer: RunLocked, exit 2 naming it)."""
-        path = Path(path)
+        process first (another live writer: RunLocked, exit 2 naming it), and its folders
+        checked to be folders, not links (`check_layout`): a writer never follows a link
+        inside a run directory."""
+        path = Path(path).expanduser()
         if not path.is_dir():
             what = "does not exist" if not path.exists() else "is not a directory"
             raise ScenarioError(where, str(path), f"{what}: expected a run directory")
@@ -164,11 +195,89 @@ class RunDir:
                 ) from None
         try:
             manifest = load_manifest(path / "run.json")
+            run = cls(path, manifest, held)
+            if lock:
+                run.check_layout()
         except BaseException:
             if held is not None:
                 held.release()
             raise
-        return cls(path, manifest, held)
+        return run
+
+    # ---- the directory's layout
+
+    def check_layout(self) -> None:
+        """Before a command writes the directory: its folders (parts/, figures/,
+        rejected-parts/) are folders, not links or files, no figure is a link (figures are
+        drawn over by name), and none of its files is a directory (a new file is renamed
+        over each); else a RunDirChanged naming the path, and nothing is touched."""
+        for name in RUN_FOLDERS:
+            folder = self.path / name
+            if folder.is_symlink():
+                raise RunDirChanged(
+                    str(folder), "", "a symbolic link, not the run's folder: trainsim never "
+                    "follows a link inside a run directory (it could lead to another run's "
+                    f"files, which it would write over or remove). Left as it is; {_fix(self)}",
+                )  # fmt: skip
+            if folder.exists() and not folder.is_dir():
+                raise RunDirChanged(
+                    str(folder), "", f"not a folder: expected the run's {name}/. Left as it "
+                    f"is; {_fix(self)}",
+                )  # fmt: skip
+        figures = self.path / "figures"
+        if figures.is_dir():
+            for path in figures.iterdir():
+                if path.is_symlink():
+                    raise RunDirChanged(
+                        str(path), "", "a symbolic link among the run's figures: trainsim "
+                        "draws a figure over its name and never through a link (it could lead "
+                        f"to another file). Left as it is; {_fix(self)}",
+                    )  # fmt: skip
+        for name in RUN_FILES:
+            path = self.path / name
+            if path.is_dir() and not path.is_symlink():
+                raise RunDirChanged(
+                    str(path), "", f"a directory, not the run's file {name}: trainsim never "
+                    f"removes what it did not write. Left as it is; {_fix(self)}",
+                )  # fmt: skip
+
+    def changed(self) -> RunDirChanged | None:
+        """Why a write to the run directory failed when the directory changed under the
+        command (deleted, or a folder or file of it replaced), or None (another cause)."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return RunDirChanged(
+                str(self.path), "", "the run directory was deleted while the command wrote it: "
+                "expected it to stay until the command ends; what it had written is gone. "
+                "Start the run again",
+            )  # fmt: skip
+        except OSError:
+            return None
+        if not stat.S_ISDIR(info.st_mode):
+            return RunDirChanged(
+                str(self.path), "", "no longer a directory (replaced while the command wrote "
+                "it): expected the run directory. Left as it is; start the run again",
+            )  # fmt: skip
+        gone = not self.parts_dir.exists() and not self.parts_dir.is_symlink()
+        if gone and self.manifest.get("status") == "running":
+            return RunDirChanged(
+                str(self.parts_dir), "", "deleted while the command wrote it: expected the "
+                "run's parts (its finished replicas) to stay until it ends. Resume with "
+                f"`{resume_command(self.path)}` to run them again",
+            )  # fmt: skip
+        try:
+            self.check_layout()
+        except RunDirChanged as problem:
+            return problem
+        return None
+
+    def changed_or(self, exc: OSError) -> OSError | RunDirChanged:
+        """What a failed write to the run directory means: RunDirChanged when the directory
+        changed under the command, else `exc` itself (a full disk, another cause)."""
+        if is_disk_error(exc):
+            return exc
+        return self.changed() or exc
 
     def check_fingerprint(self) -> None:
         """The scenario.yaml and manifest a resume would run from are those the parts were
@@ -294,8 +403,13 @@ class RunDir:
         name = f"p{point:05d}-r{first:09d}-n{len(table):09d}.parquet"
         arrow = pa.Table.from_pandas(table, preserve_index=False)
         arrow = with_provenance(arrow, self.manifest.get("fingerprint"))
-        with replacing(self.parts_dir / name) as tmp:  # a full disk: the part's bytes freed
-            pq.write_table(arrow, tmp)
+        try:
+            if self.parts_dir.is_symlink():  # put there meanwhile: never written through
+                raise NotADirectoryError(errno.ENOTDIR, "a link", str(self.parts_dir))
+            with replacing(self.parts_dir / name) as tmp:  # a full disk: the part's bytes freed
+                pq.write_table(arrow, tmp)
+        except OSError as exc:
+            raise self.changed_or(exc) from None
         with contextlib.suppress(OSError):
             info = (self.parts_dir / name).stat()
             self._good[name] = (info.st_size, info.st_mtime_ns)  # written here: good
@@ -349,9 +463,11 @@ class RunDir:
         self, point: int, first: int, count: int, path: Path, check: PartCheck
     ) -> str | None:
         try:
-            info = path.stat()
+            info = path.lstat()  # a link is not followed: it could lead to another run's part
         except OSError as exc:
             return f"cannot read it ({exc.strerror})"
+        if stat.S_ISLNK(info.st_mode):
+            return "a symbolic link, not a part this run wrote"
         if self._good.get(path.name) == (info.st_size, info.st_mtime_ns):
             return None
         if not stat.S_ISREG(info.st_mode):
@@ -439,7 +555,10 @@ class RunDir:
             if start < len(table):
                 pending.append(table.slice(start))
 
-        with replacing(self.path / "replicas.parquet") as tmp:
+        table_path = self.path / "replicas.parquet"
+        if table_path.is_dir() and not table_path.is_symlink():  # never renamed over
+            raise self.changed_or(IsADirectoryError(errno.EISDIR, "a directory", str(table_path)))
+        with replacing(table_path) as tmp:
             try:
                 for _, _, _, path in parts:
                     try:
@@ -477,15 +596,31 @@ class RunDir:
         )
 
     def remove_parts(self) -> None:
-        """Remove parts/ (once the run is complete), file by file by their full paths."""
-        if not self.parts_dir.is_dir():
+        """Remove parts/ (once the run is complete): only what the run wrote there, its parts
+        and their temporaries, regular files by their full paths; never through a link, and
+        never what someone else put there (a folder, a link, another file: parts/ then stays,
+        and a note says so)."""
+        if self.parts_dir.is_symlink() or not self.parts_dir.is_dir():
             return
-        for path in self.parts_dir.iterdir():
+        kept = []
+        for path in sorted(self.parts_dir.iterdir()):
+            try:
+                mine = OWN_PART.match(path.name) and stat.S_ISREG(path.lstat().st_mode)
+            except OSError:
+                continue
+            if not mine:
+                kept.append(path.name)
+                continue
             with contextlib.suppress(OSError):
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink()
+                path.unlink()
+        if kept:
+            shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3:,} more" if len(kept) > 3 else "")
+            print(
+                f"note: {self.parts_dir} kept: it holds what this run did not write ({shown}); "
+                "its own parts are removed",
+                file=sys.stderr,
+            )
+            return
         with contextlib.suppress(OSError):
             self.parts_dir.rmdir()
 
@@ -504,6 +639,11 @@ class TableOfRun:
             self._table = pd.read_parquet(self.run_dir / "replicas.parquet")
         assert self._table is not None
         return self._table
+
+
+def _fix(run: RunDir) -> str:
+    """What to do about a path of the run that is not what the run wrote there."""
+    return f"move it away (or put back what was there), then `{resume_command(run.path)}`"
 
 
 def with_effective(scenario_set: ScenarioSet, seed: int, replicas: int) -> ScenarioSet:

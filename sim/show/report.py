@@ -13,6 +13,7 @@ from pathlib import Path
 from sim import __version__
 from sim.decide import answer
 from sim.model.scenario_set import ScenarioError
+from sim.runs.files import protect_run_files, write_regular
 from sim.show.report_html import escaped
 from sim.show.report_results import (
     cost_section,
@@ -29,13 +30,17 @@ from sim.show.report_scenario import calculator_section, scenario_section
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Write the report of `run_dir` to `out` (default RUN_DIR/report.html); return its path."""
+    """Write the report of `run_dir` to `out` (default RUN_DIR/report.html) as a new regular
+    file (never through a link, never over a run's own files nor into another run's
+    directory: a ScenarioError naming --out); return its path."""
+    run_dir = Path(run_dir).expanduser()
+    path = Path(out).expanduser() if out is not None else run_dir / "report.html"
+    protect_run_files(run_dir, path, "--out")
     contents = load(run_dir)
-    path = Path(out) if out is not None else contents.path / "report.html"
     text = render(contents)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_regular(path, text.encode("utf-8"))
     except OSError as exc:
         raise ScenarioError(
             "--out",

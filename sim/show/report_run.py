@@ -108,8 +108,10 @@ def load(run_dir: str | Path) -> RunContents:
         except (OSError, ValueError) as exc:
             raise ScenarioError(str(path / "plan.json"), "", f"not readable JSON ({exc})") from None
     known = list(FIGURE_TITLES)
+    # a figures/ that is a link is not the run's: never followed (it could lead anywhere)
+    folder = path / "figures"
     figures = sorted(
-        (path / "figures").glob("*.png"),
+        [] if folder.is_symlink() else folder.glob("*.png"),
         key=lambda f: (known.index(f.name) if f.name in known else len(known), f.name),
     ) + sorted(path.glob(f"{FIGURE_PREFIX}*.png"))
     return RunContents(
