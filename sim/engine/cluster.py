@@ -237,21 +237,15 @@ class Cluster:
             scale = self.slot_scale[slot] = self.node_scale(node)
         mid_life = self._in_service and not self.renewed[node]
         kept = self.kept.pop(node, None) if self.kept else None
-        if kept is None:
-            for source in self.node_sources:
-                source.activate_one(slot, scale if source.slot_scale is not None else 1.0, mid_life)
-        else:
-            memory = self.memory_sources
-            for source in self.node_sources:
-                own = scale if source.slot_scale is not None else 1.0
-                if source in memory:
-                    source.resume_one(slot, kept[memory.index(source)], own)
-                else:
-                    source.activate_one(slot, own, mid_life)
+        memory = self.memory_sources if kept is not None else ()
+        for source in self.node_sources:
+            own = scale if source.slot_scale is not None else 1.0
+            if source in memory:  # back with what was left of its lives
+                source.resume_one(slot, kept[memory.index(source)], own)
+            else:
+                source.activate_one(slot, own, mid_life)
         if self.will_recur:
-            recurrence = self.will_recur.pop(node, None)
-            if recurrence is not None:
-                recurrence.arm(slot)
+            self._arm(slot, node)
 
     def _resume(self, slot: int, node: int) -> None:
         """After `activate` of a slot (the bulk path): the node's kept lifetimes in place of
@@ -261,6 +255,11 @@ class Cluster:
             scale = float(self.slot_scale[slot]) if self.slot_scale is not None else 1.0
             for source, lives in zip(self.memory_sources, kept):
                 source.resume_one(slot, lives, scale if source.slot_scale is not None else 1.0)
+        self._arm(slot, node)
+
+    def _arm(self, slot: int, node: int) -> None:
+        """The node entering `slot` came back from a repair that did not hold: its class's
+        recurrence clock starts."""
         recurrence = self.will_recur.pop(node, None)
         if recurrence is not None:
             recurrence.arm(slot)
