@@ -25,6 +25,7 @@ from scipy import stats
 
 from sim.data.logs import DEFAULT_CLASS, IncidentLog, read_log
 from sim.engine import ReplicaPlan, build_plan, simulate_replica
+from sim.engine.aging import FleetAge
 from sim.model import feasibility, perf, reliability
 from sim.model.scenario import load_scenario
 from sim.model.scenario_set import ScenarioError, ScenarioSet
@@ -173,11 +174,17 @@ class ForecastResult:
 
 
 def remaining_scenario(
-    scenario: str | Path, overrides: Sequence[str], done_steps: int
+    scenario: str | Path, overrides: Sequence[str], done_steps: int, elapsed_days: float = 0.0
 ) -> tuple[ScenarioSet, int]:
     """The scenario of the steps still to run from the checkpoint at `done_steps` (its
-    tokens cut to the remaining steps' batches), and the whole run's total steps."""
+    tokens cut to the remaining steps' batches; a fleet with `cluster.aging` the elapsed
+    days older), and the whole run's total steps."""
     whole = load_scenario(scenario, list(overrides))
+    aging = whole.base.cluster.aging
+    if aging is not None and elapsed_days > 0:
+        older = f"cluster.aging.age_days={aging.start_days + elapsed_days!r}"
+        overrides = [*overrides, older]
+        whole = load_scenario(scenario, overrides)
     if len(whole.points) > 1:
         raise ScenarioError(
             str(scenario), "sweep", "a forecast is of one run: drop the sweep (or --set a value)"
@@ -219,12 +226,23 @@ def updates(
                 )  # fmt: skip
             counts[name] += int(count)
     exposure = scenario.cluster.gpus * elapsed_days if log is not None else 0.0
+    # a fleet that ages: its node classes' exposure in the rated fleet's time (the run's
+    # days so far, at the fleet's age then)
+    aged = exposure
+    aging = scenario.cluster.aging
+    if aging is not None and elapsed_days > 0 and log is not None:
+        day = 86400.0
+        trend = FleetAge((aging.start_days - elapsed_days) * day, aging.rated_at_days * day,
+                         aging.beta)  # fmt: skip
+        aged = exposure * trend.operational(elapsed_days * day) / (elapsed_days * day)
     out = []
     for failure in scenario.failures:
         rate = scenario_rate_per_1k(scenario, failure)
         before = prior(rate, prior_gpu_days)
-        after = posterior(before, counts[failure.name], exposure)
-        out.append(ClassUpdate(failure.name, rate, counts[failure.name], exposure, before, after))
+        node_class = failure.scope in ("gpu", "node") and failure.attributable
+        seen = aged if node_class else exposure
+        after = posterior(before, counts[failure.name], seen)
+        out.append(ClassUpdate(failure.name, rate, counts[failure.name], seen, before, after))
     return out
 
 
@@ -338,7 +356,7 @@ def forecast(
             "--start", str(start), "the start of the run's incident log, but no log is given: "
             "add --incidents LOG, or drop --start",
         )  # fmt: skip
-    rest, total = remaining_scenario(scenario, overrides, done_steps)
+    rest, total = remaining_scenario(scenario, overrides, done_steps, elapsed_days)
     _check_progress(rest.base, elapsed_days, done_steps)
     problems = feasibility.check(rest)  # what cannot run is refused, as by `trainsim run`
     base = rest.base

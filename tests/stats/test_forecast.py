@@ -169,3 +169,27 @@ def test_forecast_refuses_what_run_would_refuse(scenario):
         assert result.returncode == 2, (setting, result.stdout, result.stderr)
         message = " ".join(result.stderr.split())
         assert key in message and str(scenario) in message and "Traceback" not in message
+
+
+def test_a_fleet_that_ages_is_forecast_at_its_age(tmp_path):
+    """With `cluster.aging` the run's days so far count at the fleet's age then (the power
+    law's mean function, by hand here), and the rest of the run starts that much older."""
+    doc = ROUND_TRIP | {
+        "cluster": ROUND_TRIP["cluster"]
+        | {"aging": {"beta": 0.5, "rated_at_days": 400.0, "age_days": 10.0}},
+    }
+    path = tmp_path / "aging.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    rest, _ = forecasting.remaining_scenario(path, [], 1000, elapsed_days=30.0)
+    assert rest.base.cluster.aging.age_days == pytest.approx(40.0)
+    gpus = rest.base.cluster.gpus
+    log = log_from_table(
+        pd.DataFrame({"time": [1.0, 2.0], "node": [0, 1], "class": ["host", "host"]}),
+        "run", rest.base.cluster.nodes, rest.base.cluster.gpus_per_node, end=30 * 24.0,
+    )  # fmt: skip
+    updates = {u.name: u for u in forecasting.updates(rest, log, 30.0, 1000.0)}
+    # ∫ from 10 to 40 days of (a/400)^(-1/2) da = 2·√400·(√40 − √10)
+    mean_multiplier = 2 * 400**0.5 * (40**0.5 - 10**0.5) / 30
+    assert updates["host"].exposure_gpu_days == pytest.approx(gpus * 30 * mean_multiplier)
+    # the job-wide class does not age
+    assert updates["software"].exposure_gpu_days == pytest.approx(gpus * 30)
