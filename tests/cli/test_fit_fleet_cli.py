@@ -52,7 +52,10 @@ def test_like_writes_the_users_scenario_with_the_fit_in_place(fitted):
     assert scenario.cluster.aging is not None and scenario.cluster.aging.beta < 1
     assert scenario.cluster.aging.age_days is None  # the fleet as of the log's end
     assert scenario.cluster.node_rate_cv > 0
-    assert scenario.model.params == load_scenario(ROOT / "scenarios/llama7b-128.yaml").base.model.params
+    assert (
+        scenario.model.params
+        == load_scenario(ROOT / "scenarios/llama7b-128.yaml").base.model.params
+    )
     # a node class keeps a node's rate on 8-GPU nodes: its rate per GPU-day is an eighth
     fragment = yaml.safe_load((out / "fitted.yaml").read_text())
     written = {f["name"]: f["rate_per_1k_gpu_day"] for f in fragment["failures"]}
