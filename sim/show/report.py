@@ -7,6 +7,8 @@ mailed or attached to a ticket and opens anywhere. Every text is HTML-escaped.""
 
 from __future__ import annotations
 
+import os
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from sim import __version__
 from sim.decide import answer
 from sim.model.scenario_set import ScenarioError
 from sim.runs.files import protect_run_files, write_regular
-from sim.show.report_html import escaped
+from sim.show.report_html import escaped, narrow_window_css
 from sim.show.report_results import (
     cost_section,
     downtime_section,
@@ -36,6 +38,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run_dir = Path(run_dir).expanduser()
     path = Path(out).expanduser() if out is not None else run_dir / "report.html"
     protect_run_files(run_dir, path, "--out")
+    _refuse_special_file(path)
     contents = load(run_dir)
     text = render(contents)
     try:
@@ -49,6 +52,34 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
             "with --out",
         ) from None
     return path
+
+
+# what an existing --out may be other than a regular file, in words
+_SPECIAL = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def _refuse_special_file(path: Path) -> None:
+    """An --out that exists and is not a regular file (a FIFO: writing into it blocked until
+    someone read it, and the rename that writes a report now would replace it) is refused,
+    exit 2 naming it, before anything is read."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return  # a new file (or one the write names the problem of)
+    kind = _SPECIAL.get(stat.S_IFMT(mode))
+    if kind is not None:
+        raise ScenarioError(
+            "--out",
+            str(path),
+            f"{kind}, not a regular file: the report is written as a file; give the path of "
+            "a regular file or a new one",
+        )
 
 
 # --------------------------------------------------------------------------- the page
@@ -131,7 +162,7 @@ td.num { white-space: nowrap; }
 .cards { display: flex; flex-wrap: wrap; gap: 0 2rem; }
 .card h3 { margin-top: .8rem; }
 tr.total td { font-weight: 600; border-top: 2px solid var(--ink); }
-tr.best td { background: #eaf5ea; }
+tr.best { background: #eaf5ea; }
 tr.infeasible td { color: var(--muted); white-space: normal; }
 dl.words { display: grid; grid-template-columns: max-content 1fr; gap: .35rem 1.2rem; margin: .5rem 0 1rem; }
 dl.words dt { font-weight: 600; }
@@ -147,7 +178,7 @@ figure img { display: block; max-width: 100%; height: auto; border: 1px solid va
 .headline p { margin: .35rem 0; }
 .headline .point { font-weight: 600; }
 .headline .best { font-weight: 600; }
-"""
+""" + narrow_window_css()  # the padding and tables of a narrow window
 
 
 # --------------------------------------------------------------------------- sections

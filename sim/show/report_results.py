@@ -29,12 +29,12 @@ from sim.show.report_html import (
 from sim.show.report_run import (
     COST_PARTS,
     DOWNTIME_PARTS,
-    FIGURE_TITLES,
     MAX_FIGURE_BYTES,
     MAX_POINT_COLUMNS,
     MAX_POINT_SUMMARIES,
     PNG_SIGNATURE,
     RunContents,
+    figure_title,
     first_points,
     infeasible_note,
     infeasible_points,
@@ -189,6 +189,7 @@ def sweep_section(run: RunContents) -> str:
             rows,
             numeric=set(range(len(keys) + 6)),
             row_classes=classes,
+            key_columns=len(keys),
         )
         + "".join(  # the reasons below the table, whole, not wrapped in a numeric column
             f"<p class='note'>Infeasible, not simulated: "
@@ -270,7 +271,13 @@ def plan_section(plan: dict[str, Any]) -> str:
             "status",
         ]
         parts.append(
-            html_table(headers, rows, numeric=set(range(len(keys) + 5)), row_classes=classes)
+            html_table(
+                headers,
+                rows,
+                numeric=set(range(len(keys) + 5)),
+                row_classes=classes,
+                key_columns=len(keys),
+            )
         )
     front = [r for r in plan.get("pareto") or [] if isinstance(r, dict)]
     if front:
@@ -304,6 +311,7 @@ def plan_section(plan: dict[str, Any]) -> str:
                 rows,
                 numeric=set(range(len(keys) + 3)),
                 row_classes=classes,
+                key_columns=len(keys),
             )
         )
     parts.append(
@@ -359,7 +367,7 @@ def figures_section(run: RunContents) -> str:
                 f"<p class='warning'>{escaped(path.name)}: {escaped(exc.message)}: left out.</p>"
             )
             continue
-        title = FIGURE_TITLES.get(path.name, path.stem.replace("_", " "))
+        title = figure_title(path.name)
         if path.name.startswith(FIGURE_PREFIX):
             other = path.stem.removeprefix(FIGURE_PREFIX)
             title = f"Comparison with run {other} (trainsim compare; B is this run)"

@@ -39,17 +39,52 @@ COST_PARTS = [
 ]
 DOWNTIME_PARTS = [(c, c.removesuffix("_hours").replace("_", " ")) for c in DOWNTIME_COLUMNS]
 
-# Known figures, in the order the report shows them (others follow by name).
+# A run's figures (plots.write_figures, plan_plots) in the order the report shows them, with
+# their captions; a sweep's figures of a metric follow these, the others by name.
 FIGURE_TITLES = {
     "time_to_train_cdf.png": "Time-to-train distribution (unfinished replicas keep a curve below 1)",
     "wall_time_breakdown.png": "Where the wall time went (mean per replica)",
     "cost_breakdown.png": "Where the money went (mean per replica)",
     "downtime_split.png": "Downtime by cause (mean per replica)",
     "lost_work.png": "Lost work per run",
-    "sweep_time_to_train_days.png": "Mean time to train across the sweep, with 95% CI",
-    "sweep_lost_work_hours.png": "Mean lost work across the sweep, with 95% CI",
     "pareto.png": "Plan: time to train against cost, and the Pareto front",
 }
+# A sweep's figures of a metric, `<prefix><metric>.png`: captioned by the metric's name in
+# words (docs/metrics.md), the time to train first.
+METRIC_FIGURES = {
+    "sweep_": "Mean {} across the sweep, with 95% CI",
+    "heatmap_": "Mean {} over the two swept keys, the best point outlined",
+}
+METRIC_ORDER = ("time_to_train_days", "cost_usd", "goodput", "lost_work_hours")
+
+
+def figure_title(name: str) -> str:
+    """A figure's caption from its file's name: a known figure's, a sweep's figure of a metric
+    in the metric's words (sweep_cost_usd.png: 'Mean cost across the sweep, with 95% CI'),
+    any other by the words of its name."""
+    if name in FIGURE_TITLES:
+        return FIGURE_TITLES[name]
+    stem = name.removesuffix(".png")
+    for prefix, words in METRIC_FIGURES.items():
+        if stem.startswith(prefix) and stem != prefix:
+            return words.format(answer.metric_words(stem.removeprefix(prefix)))
+    return stem.replace("_", " ").strip().capitalize()
+
+
+def figure_rank(name: str) -> tuple[int, int, str]:
+    """Where a figure comes in the report: the known ones in FIGURE_TITLES' order, then a
+    sweep's curves and heatmaps in METRIC_ORDER, then the others by name."""
+    known = list(FIGURE_TITLES)
+    if name in known:
+        return known.index(name), 0, name
+    stem = name.removesuffix(".png")
+    for group, prefix in enumerate(METRIC_FIGURES, start=len(known)):
+        metric = stem.removeprefix(prefix)
+        if metric != stem:
+            rank = METRIC_ORDER.index(metric) if metric in METRIC_ORDER else len(METRIC_ORDER)
+            return group, rank, name
+    return len(known) + len(METRIC_FIGURES), 0, name
+
 
 # A sweep of many points: the tables with a column (or a summary) per point show the first
 # ones; the sweep table has a row for every point.
@@ -107,12 +142,10 @@ def load(run_dir: str | Path) -> RunContents:
             plan = json.loads(read_bounded(path / "plan.json", MAX_PLAN_BYTES, "plan (plan.json)"))
         except (OSError, ValueError) as exc:
             raise ScenarioError(str(path / "plan.json"), "", f"not readable JSON ({exc})") from None
-    known = list(FIGURE_TITLES)
     # a figures/ that is a link is not the run's: never followed (it could lead anywhere)
     folder = path / "figures"
     figures = sorted(
-        [] if folder.is_symlink() else folder.glob("*.png"),
-        key=lambda f: (known.index(f.name) if f.name in known else len(known), f.name),
+        [] if folder.is_symlink() else folder.glob("*.png"), key=lambda f: figure_rank(f.name)
     ) + sorted(path.glob(f"{FIGURE_PREFIX}*.png"))
     return RunContents(
         path, manifest, scenario_set, table, replicas, errors, summary, plan, figures, per_point

@@ -8,7 +8,14 @@ from sim.model import batch, calculator, checkpoints, perf, reliability
 from sim.model.scenario import load_document
 from sim.model.scenario_set import ScenarioError, ScenarioSet
 from sim.model.schema import Scenario
-from sim.show.report_html import escaped, html_table, si_text, value_text
+from sim.show.report_html import (
+    CELL_PAD_PX,
+    CHAR_PX,
+    escaped,
+    html_table,
+    si_text,
+    value_text,
+)
 from sim.show.report_run import (
     MAX_POINT_COLUMNS,
     RunContents,
@@ -351,12 +358,9 @@ def _repair_words(s: Scenario) -> str:
     return text + "."
 
 
-# the page's width for a table and a character's width in its cells (.88rem), in pixels:
-# the calculator's rows that differ by point take as many points a table as fit it (the
-# next points in a table below), its numbers do not wrap
+# the page's width for a table, in pixels: the calculator's rows that differ by point take as
+# many points a table as fit it (the next points in a table below), its numbers do not wrap
 PAGE_PX = 1060
-CHAR_PX = 7.4
-CELL_PAD_PX = 22
 
 
 def calculator_section(run: RunContents) -> str:
