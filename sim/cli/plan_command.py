@@ -20,7 +20,6 @@ from sim.cli.common import (
     json_option,
     load,
     metric_text,
-    number_text,
     out_option,
     say_interrupted,
     scenario_argument,
@@ -191,6 +190,9 @@ def plan_answer(race, as_json: bool) -> None:
 
 
 def print_plan(doc: dict) -> None:
+    """The plan as tables, the answer last (as `run` ends with its answer): what was searched,
+    every point best first, the time-cost front, the replicas spent, then the chosen point
+    (or the closest, why none makes it and what would) and the run directory."""
     console = table_console()
     keys, objective, q = doc["varied_keys"], doc["objective"], doc["quantile"]
     deadline = f"{doc['deadline_days']:g} days"
@@ -222,9 +224,95 @@ def print_plan(doc: dict) -> None:
         return plus_minus(row["objective_mean"], row["objective_ci_low"], row["objective_ci_high"])
 
     quantile_name = f"p{q * 100:g}"
+    unit = unit_of(objective)
+    table = Table(
+        title=f"every point, best first ({answer.objective_words(objective)}"
+        f"{f' in {unit}' if unit else ''}; "
+        "± and [ ]: 95% confidence intervals)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for key in keys:  # the last part of the key, one word a line
+        table.add_column(key.split(".")[-1].replace("_", "\n"), justify="right")
+    for column in ["replicas", "mean ± CI", "P(meet) [CI]", f"{quantile_name} days"]:
+        table.add_column(column, justify="right")
+    screen.text_column(table, "status")
+    table.add_column("out at\nround", justify="right")
+    # the points that cannot run at all (the others marked infeasible miss the deadline):
+    # one line per reason, naming the swept values its points share
+    cannot = [row for row in doc["candidates"] if not row["replicas"]]
+    below: list[str] = []  # printed under the table, each line whole
+    if cannot:
+        reasons: dict[str, list[dict]] = {}
+        for row in cannot:
+            reasons.setdefault(row.get("reason") or "", []).append(row)
+        for reason, rows in reasons.items():
+            shared = {k: rows[0][k] for k in keys if all(r[k] == rows[0][k] for r in rows)}
+            where = "  ".join(f"{k}={answer.value_text(v)}" for k, v in shared.items())
+            count = f"{len(rows)} points" if len(rows) > 1 else "1 point"
+            below.append(
+                f"infeasible, cannot run, not simulated ({count}"
+                f"{': ' + where if where else ''}): {escape(reason)}"
+            )
+    ran = [row for row in doc["candidates"] if row["replicas"]]
+    legend = answer.status_legend([row["status"] for row in doc["candidates"]], doc)
+    if legend:
+        below.append(f"where {legend}")
+    # the quantile's days alike in decimals in both tables, apart where points differ
+    day_decimals = answer.decimals_for(
+        [row["time_to_train_days_at_quantile"] for row in ran], distinct=True
+    )
+
+    def days(value) -> str:
+        return answer.with_decimals(value, day_decimals)
+
+    for row in ran:
+        table.add_row(
+            *(answer.value_text(row[k]) for k in keys),
+            f"{row['replicas']:,}",
+            mean_ci(row),
+            share(row),
+            days(row["time_to_train_days_at_quantile"]),
+            answer.plan_status({**row, "dropped_round": None}, doc),
+            "" if row["dropped_round"] is None else str(row["dropped_round"]),
+        )
+    screen.show(console, table)
+    for line in below:
+        console.print(line, highlight=False)
+    front = Table(
+        title=f"time-cost Pareto front ({quantile_name} time to train vs mean cost)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for key in keys:
+        front.add_column(key.split(".")[-1].replace("_", "\n"), justify="right")
+    for column in [f"{quantile_name} days", "mean cost", "P(meet)"]:
+        front.add_column(column, justify="right")
+    screen.text_column(front, "status: against the chosen point" if doc["chosen"] else "status")
+    for row in doc["pareto"]:
+        front.add_row(
+            *(answer.value_text(row[k]) for k in keys),
+            days(row["time_to_train_days_at_quantile"]),
+            metric_text("cost_usd", row["cost_usd_mean"]),
+            f"{row['p_meet']:.3f}",
+            # its status, and how it compares: a `dominated` point costs more than the
+            # chosen one, and a faster, costlier point is rightly on the time-cost front
+            answer.front_role(row, doc),
+        )
+    screen.show(console, front)
+    spent, full = doc["replicas_spent"], doc["replicas_full_grid"]
+    console.print(
+        f"replicas: the search ran {spent:,}; a full grid at the same precision would run "
+        f"{len(ran)} points × {full // max(1, len(ran)):,} = "
+        f"{full:,} ({spent / full:.0%}). Stopped after round {len(doc['rounds'])}: "
+        f"{doc['stop_reason']}."
+        + (f" {len(cannot)} infeasible point(s) cannot run: not simulated." if cannot else "")
+    )
     chosen = doc["chosen"]
     if chosen is not None:
-        table = Table(title=f"chosen: {params(chosen)}", show_header=False, title_justify="left")
+        table = Table(
+            title=f"answer: {params(chosen)} (chosen)", show_header=False, title_justify="left"
+        )
         screen.text_column(table, "quantity")
         screen.text_column(table, "value")
         table.add_row(
@@ -248,99 +336,20 @@ def print_plan(doc: dict) -> None:
                 "would confirm it"
             )
     else:
-        best = doc["highest_p_meet"]
-        console.print(
-            f"[bold]no configuration meets the deadline[/bold]: no point finishes within "
-            f"{deadline} in at least {q:.0%} of replicas. The closest, {params(best)}, does in "
-            f"{best['p_meet']:.1%} of {best['replicas']:,} replicas (95% CI "
-            f"{best['p_meet_low']:.1%}–{best['p_meet_high']:.1%}); its {quantile_name} time to "
-            f"train is {number_text(best['time_to_train_days_at_quantile'])} days."
+        best = answer.plan_closest(doc)
+        text = (
+            f"[bold]answer: no configuration meets the deadline[/bold]: no point finishes "
+            f"within {deadline} in at least {q:.0%} of replicas."
         )
-    unit = unit_of(objective)
-    table = Table(
-        title=f"every point, best first ({answer.objective_words(objective)}"
-        f"{f' in {unit}' if unit else ''}; "
-        "± and [ ]: 95% confidence intervals)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
-    for key in keys:  # the last part of the key, one word a line
-        table.add_column(key.split(".")[-1].replace("_", "\n"), justify="right")
-    for column in ["replicas", "mean ± CI", "P(meet) [CI]", f"{quantile_name} days"]:
-        table.add_column(column, justify="right")
-    screen.text_column(table, "status")
-    table.add_column("out at\nround", justify="right")
-    # the points that cannot run at all (the others marked infeasible miss the deadline):
-    # one line per reason, naming the swept values its points share
-    cannot = [row for row in doc["candidates"] if not row["replicas"]]
-    below: list[str] = []  # printed under the table, each line whole
-    if cannot:
-        reasons: dict[str, list[dict]] = {}
-        for row in cannot:
-            reasons.setdefault(row.get("reason") or "", []).append(row)
-        lines = []
-        for reason, rows in reasons.items():
-            shared = {k: rows[0][k] for k in keys if all(r[k] == rows[0][k] for r in rows)}
-            where = "  ".join(f"{k}={answer.value_text(v)}" for k, v in shared.items())
-            count = f"{len(rows)} points" if len(rows) > 1 else "1 point"
-            lines.append(
-                f"cannot run, not simulated ({count}{': ' + where if where else ''}): "
-                f"{escape(reason)}"
+        if best is not None:
+            text += (
+                f" The closest, {params(best)}, has a {quantile_name} time to train of "
+                f"{days(best['time_to_train_days_at_quantile'])} days and makes it in "
+                f"{best['p_meet']:.1%} of {best['replicas']:,} replicas (95% CI "
+                f"{best['p_meet_low']:.1%}–{best['p_meet_high']:.1%})."
             )
-        below = lines
-    # the quantile's days alike in decimals in both tables, apart where points differ
-    day_decimals = answer.decimals_for(
-        [row["time_to_train_days_at_quantile"] for row in doc["candidates"] if row["replicas"]],
-        distinct=True,
-    )
-
-    def days(value) -> str:
-        return answer.with_decimals(value, day_decimals)
-
-    for row in doc["candidates"]:
-        if not row["replicas"]:
-            continue  # below the table
-        table.add_row(
-            *(answer.value_text(row[k]) for k in keys),
-            f"{row['replicas']:,}",
-            mean_ci(row),
-            share(row),
-            days(row["time_to_train_days_at_quantile"]),
-            answer.plan_status({**row, "dropped_round": None}, doc),
-            "" if row["dropped_round"] is None else str(row["dropped_round"]),
-        )
-    screen.show(console, table)
-    for line in below:
-        console.print(line, highlight=False)
-    front = Table(
-        title=f"time-cost Pareto front ({quantile_name} time to train vs mean cost)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
-    for key in keys:
-        front.add_column(key.split(".")[-1].replace("_", "\n"), justify="right")
-    for column in [f"{quantile_name} days", "mean cost", "P(meet)"]:
-        front.add_column(column, justify="right")
-    screen.text_column(front, "against the chosen point")
-    for row in doc["pareto"]:
-        front.add_row(
-            *(answer.value_text(row[k]) for k in keys),
-            days(row["time_to_train_days_at_quantile"]),
-            metric_text("cost_usd", row["cost_usd_mean"]),
-            f"{row['p_meet']:.3f}",
-            # not its status: `dominated` there means worse on the objective alone, and a
-            # faster, costlier point is rightly on the time-cost front
-            answer.front_role(row, doc),
-        )
-    screen.show(console, front)
-    spent, full = doc["replicas_spent"], doc["replicas_full_grid"]
-    ran = [row for row in doc["candidates"] if row["replicas"]]
-    console.print(
-        f"replicas: the search ran {spent:,}; a full grid at the same precision would run "
-        f"{len(ran)} points × {full // max(1, len(ran)):,} = "
-        f"{full:,} ({spent / full:.0%}). Stopped after round {len(doc['rounds'])}: "
-        f"{doc['stop_reason']}."
-        + (f" {len(cannot)} infeasible point(s) cannot run: not simulated." if cannot else "")
-    )
+        why = answer.plan_miss_reason(doc, days)
+        console.print(f"{text} {escape(why)}" if why else text)
     if doc.get("run_dir"):
-        console.print(f"results: {doc['run_dir']}")
+        # a path is never wrapped mid-name
+        console.print(f"results: {doc['run_dir']}", soft_wrap=True, highlight=False)

@@ -18,6 +18,7 @@ under an hour).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -671,8 +672,19 @@ def _share(value: Any) -> str:
     return "—" if value is None else f"{float(value):.0%}"
 
 
+def _days(value: Any) -> str:
+    return _three(float(value)) if isinstance(value, int | float) else "—"
+
+
+def plan_closest(plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The point that comes closest to the deadline when none meets it: the lowest time to
+    train at the quantile (`closest`; a plan.json of an older version: `highest_p_meet`)."""
+    return plan.get("closest") or plan.get("highest_p_meet")
+
+
 def plan_sentence(plan: dict[str, Any]) -> str:
-    """The plan's answer in one sentence: the point it chose and why, or the closest one."""
+    """The plan's answer in words: the point it chose and why; or the closest one, why
+    nothing makes it and what would."""
     keys = list(plan.get("varied_keys") or [])
     goal = "highest" if plan.get("direction") == "max" else "lowest"
     objective = str(plan.get("objective", "cost_usd"))
@@ -693,58 +705,123 @@ def plan_sentence(plan: dict[str, Any]) -> str:
             f"95% CI {_share(chosen.get('p_meet_low'))}–{_share(chosen.get('p_meet_high'))}, "
             f"over {chosen.get('replicas', 0):,} replicas)."
         )
-    best = plan.get("highest_p_meet")
     text = f"No point of the plan has at least a {chance} chance of {within}."
+    best = plan_closest(plan)
     if best:
+        name = f"p{float(q) * 100:g}" if isinstance(q, int | float) else "quantile"
         text += (
-            f" The closest, {params_text(best, keys)}, makes it in {_share(best.get('p_meet'))} "
-            f"of {best.get('replicas', 0):,} replicas."
+            f" The closest, {params_text(best, keys)}, has a {name} time to train of "
+            f"{_days(best.get('time_to_train_days_at_quantile'))} days and makes it in "
+            f"{_share(best.get('p_meet'))} of {best.get('replicas', 0):,} replicas."
         )
-    return text
+    why = plan_miss_reason(plan)
+    return f"{text} {why}" if why else text
+
+
+def plan_miss_reason(plan: dict[str, Any], days: Callable[[Any], str] | None = None) -> str:
+    """Why no point meets the deadline and what would, from the calculator's ideal time
+    (steps x step time, no failure): past the deadline even without failures (more nodes, or
+    a later deadline), or within it but for the time failures take (fewer losses, more
+    nodes, or a deadline at the closest point's time). Empty without the ideal times.
+    `days` writes a number of days (three significant digits unless given)."""
+    days = days or _days
+    keys = list(plan.get("varied_keys") or [])
+    deadline = plan.get("deadline_days")
+    ran = [
+        c
+        for c in plan.get("candidates") or []
+        if c.get("replicas") and isinstance(c.get("ideal_days"), int | float)
+    ]
+    best = plan_closest(plan)
+    if not ran or not isinstance(deadline, int | float) or not best:
+        return ""
+    fastest = min(ran, key=lambda c: c["ideal_days"])
+    alike = max(c["ideal_days"] for c in ran) <= fastest["ideal_days"] * (1 + 1e-9)
+    where = params_text(fastest, keys)
+    where = f" ({where})" if where and not alike else ""
+    which = "every configuration here takes" if alike else f"the fastest configuration{where} takes"
+    q = plan.get("quantile")
+    name = f"p{float(q) * 100:g}" if isinstance(q, int | float) else "time at the quantile"
+    at = best.get("time_to_train_days_at_quantile")
+    if fastest["ideal_days"] > deadline:
+        later = (
+            f"a later deadline (the closest point's {name} is {days(at)} days)"
+            if isinstance(at, int | float)
+            else "a later deadline, with room for failures"
+        )
+        return (
+            f"Even without a failure none can: {which} "
+            f"{days(fastest['ideal_days'])} days by the calculator (steps × step time), past "
+            f"the {deadline:g}-day deadline. What would: more nodes than any point here (a "
+            f"shorter step), or {later}."
+        )
+    ideal = best.get("ideal_days")
+    if not isinstance(ideal, int | float):
+        return ""
+    taken = f" to {days(at)} days" if isinstance(at, int | float) else " past it"
+    later = f"a deadline of {days(at)} days" if isinstance(at, int | float) else "a later deadline"
+    return (
+        f"Without failures it could: the closest takes {days(ideal)} days by the calculator "
+        f"(steps × step time), within the {deadline:g}-day deadline, and failures, restarts "
+        f"and checkpoints take its {name}{taken}. What would: losing less to failures (more "
+        f"spare nodes, checkpoints more often), more nodes, or {later}."
+    )
+
+
+# The statuses of plan.json, the words the README, docs/metrics.md, the CLI and the report use.
+STATUS_MEANINGS = {
+    "chosen": "the answer: the best mean objective among the points that meet the deadline",
+    "feasible": "meets the deadline (its P(meet)'s 95% CI is above the quantile), not shown "
+    "worse than the chosen point",
+    "unproven": "meets the deadline by its estimate, but its 95% CI reaches below the "
+    "quantile: more replicas would tell",
+    "dominated": "{worse} than the chosen point (or than a point that clearly meets the "
+    "deadline, when it left the race early)",
+    "infeasible": "misses the deadline (or its configuration cannot run)",
+}
+
+
+def _worse(plan: dict[str, Any]) -> str:
+    objective = str(plan.get("objective", "cost_usd"))
+    return {"cost_usd": "costs more"}.get(objective, f"worse {objective_words(objective)}")
 
 
 def plan_status(row: dict[str, Any], plan: dict[str, Any]) -> str:
-    """A candidate's status (plan.json's `status`) in words. `dominated` there means worse
-    on the objective alone (e.g. costs more) than a point that meets the deadline, not
-    beaten on both time and cost: such a point may well be on the time–cost front."""
-    objective = str(plan.get("objective", "cost_usd"))
-    worse = {"cost_usd": "costs more"}.get(objective, f"worse {objective_words(objective)}")
-    status = row.get("status")
-    out_at = f" (out after round {row['dropped_round']})" if row.get("dropped_round") else ""
+    """A candidate's status: plan.json's word (chosen, feasible, unproven, dominated,
+    infeasible; status_legend says what each means), the round it left the race when the
+    row has one, and the reason of a point that cannot run."""
+    status = str(row.get("status"))
     if not row.get("replicas"):
-        return f"cannot run: {row.get('reason') or 'infeasible configuration'}"
-    if status == "chosen":
-        return "chosen"
-    if status == "feasible":
-        return "meets the deadline; not shown worse than the chosen point"
-    if status == "unproven":
-        return "may meet the deadline (more replicas would tell)"
-    if status == "infeasible":
-        return f"misses the deadline{out_at}"
-    if status == "dominated":
-        than = "the chosen point" if not out_at else "a point that meets the deadline"
-        return f"{worse} than {than}{out_at}"
-    return str(status)
+        return f"infeasible: cannot run: {row.get('reason') or 'infeasible configuration'}"
+    if row.get("dropped_round"):
+        return f"{status} (out after round {row['dropped_round']})"
+    return status
+
+
+def status_legend(statuses: list[str], plan: dict[str, Any]) -> str:
+    """What the status words in `statuses` mean: 'feasible = …; infeasible = …'."""
+    named = [s for s in STATUS_MEANINGS if s in statuses]
+    return "; ".join(
+        f"{s} = {STATUS_MEANINGS[s].format(worse=_worse(plan))}" for s in named if s != "chosen"
+    )
 
 
 def front_role(row: dict[str, Any], plan: dict[str, Any]) -> str:
-    """Why a point of the time–cost front matters, against the chosen point."""
+    """A point of the time–cost front: its status (the same word as in every point's list)
+    and how it compares with the chosen point (a table headed 'against the chosen point'):
+    'dominated: faster, costs $42.8k more'."""
     chosen = plan.get("chosen")
     candidates = {c.get("point"): c for c in plan.get("candidates") or []}
     full = {**candidates.get(row.get("point"), {}), **row}
-    if full.get("status") == "chosen":
-        return "chosen"
-    q = plan.get("quantile") if isinstance(plan.get("quantile"), int | float) else 0.95
-    meets = (full.get("p_meet") or 0.0) >= q  # by its estimate, p̂ ≥ the quantile
-    deadline = "meets the deadline" if meets else "misses the deadline"
-    if not chosen:
-        return deadline
+    status = str(full.get("status"))
+    if status == "chosen" or not chosen:
+        return status
     t, c = row.get("time_to_train_days_at_quantile"), row.get("cost_usd_mean")
     t0, c0 = chosen.get("time_to_train_days_at_quantile"), chosen.get("cost_usd_mean")
     if None in (t, c, t0, c0):
-        return deadline
+        return status
     if t < t0 and c > c0:
-        return f"faster than the chosen point, costs {money(c - c0)} more"
+        return f"{status}: faster, costs {money(c - c0)} more"
     if t > t0 and c < c0:
-        return f"{money(c0 - c)} cheaper than the chosen point, {deadline}"
-    return deadline
+        return f"{status}: {money(c0 - c)} cheaper, slower"
+    return status

@@ -1,6 +1,7 @@
 """A plan's outcome, as plan.json holds it (`outcome`): every candidate with its status
-(chosen, feasible, unproven, infeasible, dominated), its estimates and why, the time-cost
-Pareto front, the replicas spent; `Plan`, what `plan` returns.
+(chosen, feasible, unproven, infeasible, dominated), its estimates, its ideal time from the
+calculator and why, best first; the closest point when none meets the deadline; the
+time-cost Pareto front, the replicas spent; `Plan`, what `plan` returns.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import numpy as np
 import pandas as pd
 
 from sim.decide.racing import Race, paired_difference, quantile_days, samples_of
-from sim.model import feasibility
+from sim.model import calculator, feasibility
 from sim.model.scenario_set import Point, ScenarioSet
 from sim.runs.files import finite
 from sim.runs.results import TableOfRun
 
 STATUSES = ("chosen", "feasible", "unproven", "infeasible", "dominated")
+# the order of "every point, best first": those that meet the deadline (or may) by their
+# objective, the costlier ones, then those that miss it closest first, then those that cannot run
+ORDER = ("chosen", "feasible", "unproven", "dominated", "infeasible")
 MISSES_DEADLINE = "misses the deadline"  # the reason of an infeasible point that ran
 
 
@@ -123,16 +127,23 @@ def outcome(
                 "time_to_train_days_at_quantile": quantile_days(days, finished, quantile),
                 "cost_usd_mean": costs[index].objective_mean,
                 "finished_fraction": float(finished.mean()) if finished.size else math.nan,
+                "ideal_days": ideal_days(point),
             }
         )
-    order = {status: i for i, status in enumerate(("chosen", "feasible", "unproven", "dominated"))}
 
-    def place(r: dict[str, Any]) -> tuple[int, float, int]:
+    def closeness(r: dict[str, Any]) -> tuple[float, float, float, int]:
+        """How near a point comes to the deadline: the deadline its replicas would meet at
+        the quantile (never: infinite), then its P(meet), then its objective."""
+        at = r["time_to_train_days_at_quantile"]
+        at = at if _is_finite(at) else math.inf
+        return at, -r["p_meet"], rank(r["point"])[0], r["point"]
+
+    def place(r: dict[str, Any]) -> tuple[int, Any]:
         if not r["replicas"]:  # cannot run: last
-            return 4, 0.0, r["point"]
-        if r["status"] == "infeasible":
-            return 3, -r["p_meet"], r["point"]
-        return order[r["status"]], rank(r["point"])[0], r["point"]
+            return len(ORDER), r["point"]
+        if r["status"] == "infeasible":  # misses the deadline: the closest first
+            return ORDER.index("infeasible"), closeness(r)
+        return ORDER.index(r["status"]), rank(r["point"])
 
     records.sort(key=place)
     spent = sum(r["replicas"] for r in records)
@@ -140,7 +151,8 @@ def outcome(
     if reference is None:
         reference = max((r["replicas"] for r in records), default=0)
     ran = [r for r in records if r["replicas"]]
-    best_chance = max(ran, key=lambda r: (r["p_meet"], -rank(r["point"])[0]), default=None)
+    closest = min(ran, key=closeness, default=None)
+    best_chance = min(ran, key=lambda r: (-r["p_meet"], closeness(r)), default=None)
     doc = {
         "scenario": scenario_set.name,
         "overrides": list(scenario_set.overrides),  # --set as given (the figure's title)
@@ -151,6 +163,8 @@ def outcome(
         "quantile": quantile,
         "chosen": next((r for r in records if r["status"] == "chosen"), None),
         "highest_p_meet": best_chance,
+        # the lowest time to train at the quantile: what the answer names when nothing is chosen
+        "closest": closest,
         "candidates": records,
         "pareto": pareto_front(records, axes),
         "replicas_spent": spent,
@@ -187,8 +201,16 @@ def _cannot_run(point: Point, keys: Sequence[str]) -> dict[str, Any]:
             ["difference_to_chosen", "difference_ci_low", "difference_ci_high"]
             + ["time_to_train_days_p50", "time_to_train_days_p95"]
             + ["time_to_train_days_at_quantile", "cost_usd_mean", "finished_fraction"]
+            + ["ideal_days"]
         ),
     }
+
+
+def ideal_days(point: Point) -> float:
+    """The calculator's time to train of a point without any failure (`trainsim calc`'s
+    ideal time): steps x step time."""
+    scenario = point.scenario
+    return calculator.step_time_s(scenario) * calculator.total_steps(scenario) / calculator.DAY_S
 
 
 def pareto_front(records: Iterable[Mapping[str, Any]], keys: Sequence[str]) -> list[dict]:

@@ -14,16 +14,16 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from sim.decide import answer
-from sim.show import palette
+from sim.show import palette, plots
 
 # status -> (label, marker, colour, size); drawn in this order, the chosen point on top
 STYLES = {
     "infeasible": ("infeasible (misses the deadline)", "X", palette.PLAN["infeasible"], 52),
     "dominated": ("dominated (worse {objective} than a feasible point)", "s",
                   palette.PLAN["dominated"], 34),
-    "unproven": ("meets the deadline by the estimate, not at 95% confidence", "o",
+    "unproven": ("unproven (meets the deadline by the estimate, not at 95% confidence)", "o",
                  palette.PLAN["unproven"], 42),
-    "feasible": ("feasible", "o", palette.PLAN["feasible"], 42),
+    "feasible": ("feasible (meets the deadline)", "o", palette.PLAN["feasible"], 42),
     "chosen": ("chosen", "*", palette.PLAN["chosen"], 320),
 }  # fmt: skip
 # a panel with at most this many points names each; beyond, the front and the deadline's
@@ -95,9 +95,7 @@ def pareto_figure(doc: dict[str, Any]) -> Figure:
             va="bottom",
             fontsize="x-small",
         )
-    name = " ".join(
-        [str(doc.get("scenario", "")), *(f"--set {o}" for o in doc.get("overrides") or [])]
-    )
+    name = plots.run_label(str(doc.get("scenario", "")), doc.get("overrides") or [])
     title = f"{name}: time to train vs cost of {len(doc['candidates'])} points"
     if keys:
         title += "\npoint labels: " + " / ".join(keys)

@@ -129,7 +129,8 @@ def _point_ticks(table: pd.DataFrame, swept_keys: list[str]) -> tuple[dict[int, 
 
 
 def _set_point_ticks(ax: Axes, x: np.ndarray, ticks: list[str], axis_label: str) -> None:
-    crowded = len(ticks) > 6 or sum(len(t) for t in ticks) > 48
+    # one tick (a run without a sweep: its caption) has nothing to collide with
+    crowded = len(ticks) > 6 or (len(ticks) > 1 and sum(len(t) for t in ticks) > 48)
     ax.set_xticks(
         x,
         ticks,
@@ -733,17 +734,30 @@ def infeasible_rows(summary: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- a run's set
 
 
+# a caption longer than this drops its last keys for "+N more": it must fit the figure
+CAPTION_CHARS = 90
+
+
 def run_label(name: str, overrides: Sequence[str] = (), sweep: dict[str, Any] | None = None) -> str:
-    """What a run's figures are of: the scenario's name, each `--set` as given, and each
-    key swept with one value (`--param k=v`, so on no axis):
-    `llama70b-1k  --set cluster.spare_nodes=0`."""
-    given = {item.partition("=")[0].strip() for item in overrides}
-    fixed = [
-        f"{key}={_value_text(values[0])}"
-        for key, values in (sweep or {}).items()
-        if isinstance(values, list) and len(values) == 1 and key not in given
-    ]
-    return "  ".join([name, *(f"--set {item}" for item in overrides), *fixed])
+    """What a run's figures are of: the scenario's name, the key of each `--set` (not its
+    value, which may be a whole YAML list of failure classes), and each key swept with one
+    value (`--param k=v`, so on no axis), one line of at most CAPTION_CHARS:
+    `llama70b-1k  --set failures  --set cluster.spare_nodes  checkpoint.keep_last=2`."""
+    given = list(dict.fromkeys(item.partition("=")[0].strip() for item in overrides))
+    fixed = []
+    for key, values in (sweep or {}).items():
+        if not isinstance(values, list) or len(values) != 1 or key in given:
+            continue
+        value = _value_text(values[0])
+        short = "\n" not in value and len(value) <= 20
+        fixed.append(f"{key}={value}" if short else key)
+    parts = [*(f"--set {key}" for key in given), *fixed]
+    label = "  ".join([name, *parts])
+    kept = len(parts)
+    while len(label) > CAPTION_CHARS and kept > 0:  # drop keys from the end, count them
+        kept -= 1
+        label = "  ".join([name, *parts[:kept], f"(+{len(parts) - kept} more)"])
+    return label
 
 
 def caption(fig: Figure, label: str) -> None:

@@ -194,7 +194,7 @@ def _answer_section(run: RunContents) -> str:
     only = None
     if run.plan is not None and isinstance(run.plan, dict):
         parts.append(f"<p class='point'>{escaped(answer.plan_sentence(run.plan))}</p>")
-        shown = run.plan.get("chosen") or run.plan.get("highest_p_meet")
+        shown = run.plan.get("chosen") or answer.plan_closest(run.plan)
         only = [int(shown["point"])] if shown and "point" in shown else []
         rows = None  # the plan's race: not a sweep whose best point is asked for
     else:

@@ -74,13 +74,13 @@ def test_the_chosen_point_is_the_cheapest_feasible_of_the_full_grid(planned, ful
     assert chosen["p_meet"] >= QUANTILE and chosen["p_meet_low"] >= QUANTILE
     assert chosen["objective_ci_low"] <= chosen["objective_mean"] <= chosen["objective_ci_high"]
     text = flat(planned["stdout"])
-    assert "chosen: cluster.nodes=32 cluster.spare_nodes=1" in text
+    assert "answer: cluster.nodes=32 cluster.spare_nodes=1 (chosen)" in text
     assert "replicas: the search ran" in text and "results:" in text
-    # each candidate's status in words, as in the report (plan.json keeps its vocabulary)
+    # each candidate's status in plan.json's words (the README's), said once what they mean
     statuses = {c["status"] for c in planned["doc"]["candidates"] if c["replicas"]}
     assert statuses & {"dominated", "infeasible"}
-    assert "misses the deadline" in text or "costs more than" in text
-    assert " dominated " not in f" {text} " and " infeasible " not in f" {text} "
+    assert all(f" {status} " in f" {text} " for status in statuses)
+    assert "where " in text and "infeasible = misses the deadline" in text
 
 
 def test_every_evaluated_replica_is_the_full_grids_replica(planned, full_grid):
@@ -174,13 +174,16 @@ def test_an_impossible_deadline_is_said_in_words(capsys, tmp_path):
     doc = json.loads(out)  # --json: the plan document and nothing else on stdout
     assert doc["chosen"] is None
     assert all(c["status"] == "infeasible" for c in doc["candidates"])
-    closest = doc["highest_p_meet"]
-    assert closest["p_meet"] == max(c["p_meet"] for c in doc["candidates"])
+    assert doc["highest_p_meet"]["p_meet"] == max(c["p_meet"] for c in doc["candidates"])
+    closest = doc["closest"]  # the lowest time to train at the quantile
+    at = [c["time_to_train_days_at_quantile"] for c in doc["candidates"]]
+    assert closest["time_to_train_days_at_quantile"] == min(at)
     code, out, err = trainsim(capsys, *args)
     assert code == 0, err
     text = flat(out)
     assert "no configuration meets the deadline" in text
     assert "The closest, cluster.nodes=" in text and "days" in text
+    assert "Even without a failure none can" in text and "more nodes" in text
 
 
 @pytest.mark.parametrize(
