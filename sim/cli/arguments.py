@@ -76,13 +76,31 @@ DAYS = FiniteFloat(min=0, min_open=True, max=MAX_DAYS)
 SHARE = FiniteFloat(min=0, min_open=True, max=1)  # a share in (0, 1]
 POSITIVE = FiniteFloat(min=0, min_open=True, max=1e6)  # a relative precision
 DAYS_OR_ZERO = FiniteFloat(min=0, max=MAX_DAYS)  # elapsed days, a deadline
-COUNT = BoundedInt(1, MAX_COUNT)  # nodes, GPUs per node
+COUNT = BoundedInt(1, MAX_COUNT)  # nodes
+GPUS_PER_NODE = BoundedInt(1, 1024)  # the schema's cluster.gpus_per_node
 INDEX = BoundedInt(0, MAX_COUNT * 10)  # a replica or sweep point to pick
 STEPS = BoundedInt(0, 10**15)  # training steps done
 GPU_DAYS = FiniteFloat(min=0, min_open=True, max=1e12)  # an exposure
 
 # The results root's environment variable (--out's default on every command that writes).
 RESULTS_ENV = "TRAINSIM_RESULTS"
+
+
+def check_workers(
+    workers: int | None, executor: str | None, scenario_executor: str | None = None
+) -> None:
+    """More than one worker with the serial executor (--executor serial, or the scenario's
+    simulation.executor: serial where no --executor is given) would be ignored: refused,
+    exit 2, naming both, before anything is read or written."""
+    effective = executor or scenario_executor
+    if workers is None or workers <= 1 or effective != "serial":
+        return
+    which = "--executor serial" if executor else "the scenario's simulation.executor: serial"
+    raise click.BadParameter(
+        f"{workers} worker processes with {which}: the serial executor runs every replica "
+        "in this process, one at a time; drop --workers, or give --executor processes",
+        param_hint="--workers",
+    )
 
 
 def check_figure_path(path: Path) -> None:

@@ -20,6 +20,7 @@ from sim.cli.arguments import (
     COUNT,
     DAYS_OR_ZERO,
     GPU_DAYS,
+    GPUS_PER_NODE,
     INDEX,
     REPLICAS,
     RESULTS_ENV,
@@ -52,7 +53,7 @@ def _number(value: float) -> str:
     type=COUNT,
     help="Nodes the log covers, each for the whole window [a trainsim run's cluster.nodes].",
 )
-@click.option("--gpus-per-node", type=COUNT, help="GPUs per node [8, or the run's].")
+@click.option("--gpus-per-node", type=GPUS_PER_NODE, help="GPUs per node [8, or the run's].")
 @click.option(
     "--start",
     metavar="T0",
@@ -119,9 +120,7 @@ def fit(
         protect_run_files(None, path, "--out")
     from sim.data import fleet_check
 
-    log = logs.read_log(
-        incidents, nodes, gpus_per_node, start, end, replica, point, fleet_age_days
-    )
+    log = logs.read_log(incidents, nodes, gpus_per_node, start, end, replica, point, fleet_age_days)
     result = fitting.fit_log(log, seed)
     doc = result.doc()
     fleet = fleet_check.fleet_doc(result, log, check_replicas, seed)

@@ -56,15 +56,12 @@ from sim.show.run_figures import write_run_figures
 )
 @click.option(
     "--maximize",
-    "direction",
-    flag_value="max",
-    default=None,
+    is_flag=True,
     help="Higher is better for --metric (the default for goodput, effective_mfu).",
 )
 @click.option(
     "--minimize",
-    "direction",
-    flag_value="min",
+    is_flag=True,
     help="Lower is better for --metric (the default for times, costs, counts).",
 )
 @click.option(
@@ -81,7 +78,8 @@ def optimize(
     seed,
     workers,
     metric,
-    direction,
+    maximize,
+    minimize,
     statistic,
     out,
     as_json,
@@ -90,6 +88,9 @@ def optimize(
     """Sweep one key and report the value with the best mean (or percentile) of a metric."""
     if len(params) != 1:
         raise click.BadParameter("optimize one key at a time", param_hint="--param")
+    if maximize and minimize:  # the last one given would silently win
+        raise click.UsageError("give --maximize or --minimize, not both")
+    direction = "max" if maximize else "min" if minimize else None
     if metric not in summaries.METRICS:
         raise click.BadParameter(
             f"unknown metric {metric!r}; one of {', '.join(summaries.METRICS)}",
@@ -101,6 +102,7 @@ def optimize(
         raise click.BadParameter(str(exc), param_hint="--statistic") from None
     # everything is checked before anything is simulated or written
     loaded = load(scenario, overrides, params)
+    arguments.check_workers(workers, None, loaded.base.simulation.executor)
     key = params[0].partition("=")[0].strip()
     candidates = loaded.resolved["sweep"][key]
     # a key swept with one value (a --set figure a kind sweep holds) is no second axis

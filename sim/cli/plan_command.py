@@ -143,6 +143,7 @@ def plan_command(
             param_hint="--replicas-first",
         )
     loaded = load(scenario, overrides, planner.parse_vary(str(scenario), vary))
+    arguments.check_workers(workers, executor, loaded.base.simulation.executor)
     warn(feasibility.memory_warnings(loaded))  # before the race: they run, and may not fit
     plan_answer(
         lambda: planner.plan(

@@ -90,7 +90,7 @@ from sim.show import plan_plots
     "--target-ci",
     type=arguments.SHARE,
     metavar="REL",
-    help="Add replicas per point until the 95%% half-width of mean time to train is at most "
+    help="Add replicas per point until the 95% half-width of mean time to train is at most "
     "REL x the mean (at most --replicas).",
 )
 @click.option(
@@ -145,6 +145,7 @@ def run(
         refuse_with_resume(
             points_slice=points_slice, target_ci=target_ci, timeline=timeline, incidents=incidents
         )
+        arguments.check_workers(workers, executor)
     if resume is not None and planner.is_plan_run(resume):  # a plan's run: its race resumes
         plan_answer(lambda: planner.resume_plan(resume, workers, executor, progress, scheduler,
                                                  plan_plots.pareto_figure), as_json)  # fmt: skip
@@ -157,6 +158,7 @@ def run(
             )
         else:
             loaded = load(scenario, overrides, params)
+            arguments.check_workers(workers, executor, loaded.base.simulation.executor)
             total = feasibility.check_replicas(loaded, replicas, points_slice)
             # said before the run: these points run, and may or may not fit
             near_limit = feasibility.memory_warnings(loaded)

@@ -48,6 +48,7 @@ from sim.data.fleet_estimates import (
 )
 from sim.data.frailty import NodeLives, fit_frailty, held_at_one
 from sim.data.logs import NODE_SCOPES, IncidentLog
+from sim.model.schema import MIN_WEIBULL_SHAPE
 from sim.runs import arguments as check
 
 # Below these counts the estimate is replaced by a warning (docs/fitting.md).
@@ -127,7 +128,8 @@ class FitResult:
                 "distribution": c.distribution,
             }
             if c.distribution == "weibull":
-                item["weibull_shape"] = _round(c.lifetime.shape.value)
+                # the engine's shortest shape (below it, lives span too many scales to run)
+                item["weibull_shape"] = _round(max(c.lifetime.shape.value, MIN_WEIBULL_SHAPE))
                 # nodes long in service: the rate is failures per exposure, which is 1/mean
                 # only in the renewal process's equilibrium (docs/fitting.md); a log that
                 # starts with the fleet has new nodes
@@ -148,7 +150,7 @@ class FitResult:
                 # the log's lemons failed more often the whole window, repairs or not
                 "lemons_permanent": True,
             }
-        elif self.lemons is not None and self.lemons.spread == "gamma" and self.node_cv > 0:
+        elif self.lemons is not None and self.lemons.spread == "gamma" and self.node_cv >= 1e-6:
             doc["cluster"] = {"node_rate_cv": _round(min(self.node_cv, 10.0))}
         if self.trend is not None and self.trend.written:
             doc.setdefault("cluster", {})["aging"] = {
@@ -428,6 +430,12 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
                 item.repair_mean, written_interval,
             )
         )  # fmt: skip
+    for c in fitted:
+        if c.distribution == "weibull" and c.lifetime.shape.value < MIN_WEIBULL_SHAPE:
+            warnings.append(
+                f"{c.name}: Weibull shape {c.lifetime.shape.value:.3g} written as "
+                f"{MIN_WEIBULL_SHAPE:g}, the least a scenario takes"
+            )
     if not fitted:
         warnings.append("the log has no failures: nothing to fit")
     return FitResult(

@@ -73,11 +73,13 @@ class TrendFit:
         }
 
 
-def _power_law_loglik(beta: float, times: np.ndarray, start: float, window: float) -> float:
-    """The profile log-likelihood of the power-law process of shape β on `times` (hours
-    since the window's start, fleet age `start` there), its scale maximised in closed form:
+def _power_law_loglik(
+    beta: float, n: int, sum_log_age: float, start: float, window: float
+) -> float:
+    """The profile log-likelihood of the power-law process of shape β on n failures (at
+    fleet ages a₀ + tᵢ, `sum_log_age` = Σ log((a₀+tᵢ)/(a₀+T)), fleet age `start` = a₀ at the
+    window's start), its scale maximised in closed form:
     n·log(n/D) + n·log β + (β−1)·Σ log(a₀+tᵢ) − n, D = (a₀+T)^β − a₀^β."""
-    n = len(times)
     top = start + window
     # D/top^β, kept in scale: the ages are thousands of hours
     d = 1.0 - (start / top) ** beta
@@ -86,7 +88,7 @@ def _power_law_loglik(beta: float, times: np.ndarray, start: float, window: floa
     return (
         n * math.log(n / d)
         + n * math.log(beta)
-        + (beta - 1.0) * float(np.sum(np.log((start + times) / top)))
+        + (beta - 1.0) * sum_log_age
         - n
         - n * math.log(top)
     )
@@ -109,8 +111,10 @@ def fit_trend(
     times = np.clip(times, 1e-6, window_h)  # a failure at the window's opening instant
     n = len(times)
 
+    sum_log_age = float(np.sum(np.log((start_h + times) / (start_h + window_h))))
+
     def profile(log_b: float) -> float:
-        return _power_law_loglik(math.exp(log_b), times, start_h, window_h)
+        return _power_law_loglik(math.exp(log_b), n, sum_log_age, start_h, window_h)
 
     bounds = (math.log(BETA_RANGE[0]), math.log(BETA_RANGE[1]))
     best = optimize.minimize_scalar(lambda v: -profile(v), bounds=bounds, method="bounded")

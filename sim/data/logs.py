@@ -393,14 +393,20 @@ def _stamp(source: str, flag: str, value: Any) -> pd.Timestamp:
 def _nodes(source: str, column: pd.Series) -> np.ndarray:
     """Node ids as integers: numbers stay, names (hostnames, and numbers too long for 64
     bits) get codes; empty or -1: none. A cell holding a list or a boolean is refused."""
-    odd = column.map(lambda v: isinstance(v, list | tuple | dict | set | np.ndarray | bool))
-    if odd.any():
-        row = int(np.flatnonzero(odd.to_numpy())[0])
+    if column.dtype == object:  # cells of any kind: a number column holds numbers only
+        odd = column.map(lambda v: isinstance(v, list | tuple | dict | set | np.ndarray | bool))
+        if odd.any():
+            row = int(np.flatnonzero(odd.to_numpy())[0])
+            raise ScenarioError(
+                source, f"row {row + 1}, column node",
+                f"{_plain(column.iloc[row])}: a node is one whole number >= 0, a name, or empty",
+            )  # fmt: skip
+        column = column.map(lambda v: str(v) if isinstance(v, int) and abs(v) >= 2**62 else v)
+    elif column.dtype == bool:
         raise ScenarioError(
-            source, f"row {row + 1}, column node",
-            f"{_plain(column.iloc[row])}: a node is one whole number >= 0, a name, or empty",
+            source, "row 1, column node",
+            f"{_plain(column.iloc[0])}: a node is one whole number >= 0, a name, or empty",
         )  # fmt: skip
-    column = column.map(lambda v: str(v) if isinstance(v, int) and abs(v) >= 2**62 else v)
     numeric = pd.to_numeric(column, errors="coerce")
     text = column.astype("string").str.strip()
     empty = column.isna() | (text == "") | (numeric == -1)

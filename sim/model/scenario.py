@@ -42,6 +42,7 @@ from sim.model.schema import (
     Scenario,
     echo,
     is_union_tag,
+    keys_of,
     model_at,
     reference_scenario,
 )
@@ -95,6 +96,7 @@ def load_document(
                 "--param KEY=V1,V2,...",
             )
         given.add(key)
+        _refuse_set_under_param(source, set_keys, key)
         values = []
         for piece in text.split(","):
             if not piece.strip():
@@ -111,6 +113,7 @@ def load_document(
     # a kind --set gives a tier whose kind the sweep sweeps too holds at no point: the
     # file's kind (and figures) stay the sweep's base, so a point of the file's kind keeps them
     notes = sweep_replaces_set_kinds(document, raw, sweep, set_keys)
+    notes += _set_keys_the_file_sweeps(set_keys, [key for key in sweep if key not in given])
     # a tier whose kind --set changed starts from the new preset (baked into `resolved`)
     notes += [restart_note(*change) for change in restart_tiers(document, raw, set_keys)]
     _record_mfu_at(document, raw)  # mfu stays measured at the file's configuration
@@ -136,17 +139,16 @@ def load_document(
 
     points = []
     keys = list(sweep)
+    shared = _shared_sections(base) if count > 1 else {}
     for index, combo in enumerate(itertools.product(*(sweep[k] for k in keys))):
-        doc = copy.deepcopy(base)
         point_params = dict(zip(keys, combo))
-        for key, value in point_params.items():
-            assign_key(doc, key, value)
+        doc = _point_document(base, point_params, bool(shared))
         for change in restart_tiers(base, doc, keys):  # a swept kind starts from its preset
             note = restart_note(*change, origin=" (sweep)")
             if note not in notes:
                 notes.append(note)
         _record_mfu_at(base, doc)  # ... and not at the point's swept configuration
-        scenario = _validate(source, doc, point_params)
+        scenario = _validate(source, _with_shared(base, doc, shared), point_params)
         infeasible = _configuration_check(source, scenario, point_params)
         points.append(
             Point(index=index, params=point_params, scenario=scenario, infeasible=infeasible)
@@ -162,6 +164,104 @@ def load_document(
     return ScenarioSet(
         source=source, resolved=raw, points=points, notes=notes, overrides=list(overrides or [])
     )
+
+
+def _shared_sections(base: dict[str, Any]) -> dict[str, Any]:
+    """The sections of the sweep's base document validated once (a sweep of 10,000 points
+    validated every section of every point): a point whose section is as the base has it
+    shares the base's frozen model. Empty when the base alone does not validate (the sweep
+    gives a key it needs): every point is then validated whole."""
+    try:
+        scenario = Scenario.model_validate(copy.deepcopy(base))
+    except ValidationError:
+        return {}
+    names = [
+        n for n, v in base.items() if n in Scenario.model_fields and isinstance(v, dict | list)
+    ]
+    # the network the base's cluster gave it, also where the file has none (one NIC per GPU)
+    return {name: getattr(scenario, name) for name in {*names, "network"}}
+
+
+def _point_document(
+    base: dict[str, Any], point_params: dict[str, Any], shallow: bool
+) -> dict[str, Any]:
+    """A sweep point's document: `base` with the point's values. `shallow`: only the
+    sections the point writes to are copied (its swept keys' sections and `performance`,
+    where `_record_mfu_at` writes); the others stay `base`'s own objects, to be validated
+    once (`_with_shared`)."""
+    if not shallow:
+        doc = copy.deepcopy(base)
+    else:
+        doc = dict(base)
+        for name in {key.split(".")[0] for key in point_params} | {"performance"}:
+            if name in doc:
+                doc[name] = copy.deepcopy(base[name])
+    for key, value in point_params.items():
+        assign_key(doc, key, copy.deepcopy(value) if shallow else value)
+    return doc
+
+
+def _with_shared(
+    base: dict[str, Any], doc: dict[str, Any], shared: dict[str, Any]
+) -> dict[str, Any]:
+    """What a point validates: its sections that are exactly the base's (the same values of
+    the same types: 500.0 is not 500 to a strict count, nor true 1) as the base's models,
+    the others as written. The cluster and the network go together: the network's default
+    NICs per node follow the cluster's GPUs per node (Scenario's before-validator)."""
+    if not shared:
+        return doc
+    written = {
+        name for name in doc if name not in shared or not _identical(doc[name], base.get(name))
+    }
+    if written & {"cluster", "network"}:
+        written |= {"cluster", "network"}
+    given = {name: value for name, value in doc.items() if name in written}
+    for name, value in given.items():
+        if value is base.get(name):  # the base's own object: validation gets a copy
+            given[name] = copy.deepcopy(value)
+    return {**{name: model for name, model in shared.items() if name not in written}, **given}
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Equal, and of the same types throughout (1 == 1.0 == True to Python, not to the schema)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_identical(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    return bool(a == b)
+
+
+def _set_keys_the_file_sweeps(set_keys: list[str], file_keys: list[str]) -> list[str]:
+    """The notes for a --set of a key the file's own sweep gives at every point: the sweep's
+    value wins (a tier's kind has its own note, `sweep_replaces_set_kinds`)."""
+    notes = []
+    for key in set_keys:
+        for swept in file_keys:
+            kind = key == swept and key.endswith(".kind")  # said by sweep_replaces_set_kinds
+            if (key == swept or key.startswith(swept + ".")) and not kind:
+                notes.append(
+                    f"{key} (--set) is replaced at every point by the file's sweep of {swept}; "
+                    f"--param {swept}=V1,V2,... replaces the sweep's values"
+                )
+    return notes
+
+
+def _refuse_set_under_param(source: str, set_keys: list[str], param_key: str) -> None:
+    """A --set of a key that a --param sweeps (the key itself, or a key inside it) would be
+    replaced at every point: the command says two things of one key, so it is refused."""
+    for key in set_keys:
+        if key == param_key or key.startswith(param_key + "."):
+            raise ScenarioError(
+                source,
+                key,
+                f"--set {key} and --param {param_key} (plan: --vary) both give it: every sweep "
+                f"point takes the swept value, so the --set one would be ignored; give one of "
+                "them",
+            )
 
 
 def _record_mfu_at(before: dict[str, Any], after: dict[str, Any]) -> None:
@@ -254,7 +354,7 @@ def _validate(source: str, doc: dict[str, Any], point_params: dict[str, Any]) ->
     try:
         return Scenario.model_validate(doc)
     except ValidationError as exc:
-        errors = _without_preset_keys(exc.errors())
+        errors = _without_scalar_members(_without_preset_keys(exc.errors()))
         problems = [_describe(error) for error in errors[:MAX_PROBLEMS]]
         path = problems[0][0]
         text = "; ".join(f"{p}: {m}" if p and i else m for i, (p, m) in enumerate(problems))
@@ -279,6 +379,25 @@ def _without_preset_keys(errors: list[Any]) -> list[Any]:
     ]
 
 
+def _without_scalar_members(errors: list[Any]) -> list[Any]:
+    """The errors less a union's scalar member's where a mapping was given: for `cluster.gpu`
+    (a catalogue name or a mapping), a mapping with a bad key is described by the mapping's
+    error alone, not also by "Input should be a valid string"."""
+    scalar = ("str", "int", "float", "bool")
+    mapped = {tuple(e["loc"][:i]) for e in errors for i, part in enumerate(e["loc"])
+              if is_union_tag(part) and part not in scalar}  # fmt: skip
+    return [
+        e
+        for e in errors
+        if not (
+            e["loc"]
+            and e["loc"][-1] in scalar
+            and isinstance(e.get("input"), dict | list)
+            and tuple(e["loc"][:-1]) in mapped
+        )
+    ]
+
+
 def _describe(error: dict[str, Any]) -> tuple[str, str]:
     loc = [str(p) for p in error["loc"] if not is_union_tag(p)]
     cause = (error.get("ctx") or {}).get("error")
@@ -288,7 +407,7 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
     kind = error["type"]
     if kind == "extra_forbidden":
         parent = model_at(loc[:-1])
-        allowed = ", ".join(parent.model_fields) if parent else ""
+        allowed = ", ".join(keys_of(parent)) if parent else ""  # as a file writes them
         return path, f"unknown key {echo(loc[-1])}" + (
             f"; expected one of: {allowed}" if allowed else ""
         )

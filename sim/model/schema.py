@@ -11,7 +11,7 @@ import copy
 import reprlib
 import types
 import typing
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import (
     BaseModel,
@@ -41,6 +41,11 @@ MAX_REPLICAS = MAX_COUNT  # replicas per sweep point (simulation.replicas, --rep
 # replicas of one run, every point together: its table (~60 columns a row) stays within a
 # few gigabytes, and the replicas to run are counted before the first is simulated
 MAX_RUN_REPLICAS = 10**7
+# the smallest spread of the nodes' own rates (cluster.node_rate_cv) other than none
+MIN_NODE_RATE_CV = 1e-6
+# the smallest Weibull shape: at 0.05 (the bound before) over 90% of lifetimes are shorter
+# than a second, a storm of failures no replica gets through in minutes (0.08: seconds)
+MIN_WEIBULL_SHAPE = 0.1
 # keys a sweep (--param, plan --vary, sweep:) cannot vary: every point shares them
 NOT_SWEEPABLE = ("simulation.seed", "simulation.replicas", "simulation.executor")
 
@@ -68,6 +73,44 @@ class KeyPathError(ValueError):
 class _Section(BaseModel):
     # allow_inf_nan=False: .inf, .nan (and the strings "inf", "nan") are refused everywhere
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    # the keys (as a file writes them) of the fields that take a number
+    _numeric_keys: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._numeric_keys = frozenset(
+            field.alias or name
+            for name, field in cls.model_fields.items()
+            if _takes_numbers(field.annotation)
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_boolean_numbers(cls, data: Any) -> Any:
+        """true and false are not numbers: pydantic's lax mode would read true as 1 (a
+        one-parameter model, ZeRO stage 1), so every numeric key of every section refuses
+        them here, before its own checks."""
+        if isinstance(data, dict):
+            for key in cls._numeric_keys:
+                value = data.get(key)
+                if isinstance(value, bool):
+                    raise KeyPathError(
+                        key, f"expected a number, got {str(value).lower()} (a boolean)"
+                    )
+        return data
+
+
+def _takes_numbers(annotation: Any) -> bool:
+    """Whether a field's type admits int or float (a Literal of numbers too), not bool."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return _takes_numbers(args[0])
+    if origin is Literal:
+        return any(type(arg) in (int, float) for arg in args)
+    if origin in (Union, types.UnionType):
+        return any(_takes_numbers(arg) for arg in args)
+    return annotation in (int, float)
 
 
 # Common bounds (the fields below state the rest where they are declared).
@@ -144,7 +187,7 @@ class ClusterConfig(_Section):
     # nodes unlike each other: each node's rate in node-attributable classes times its own
     # multiplier, gamma-distributed with mean 1 and this coefficient of variation, for the
     # node's whole life (0: all nodes alike)
-    node_rate_cv: Annotated[float, Field(ge=0, le=10)] = 0.0
+    node_rate_cv: Annotated[float, Field(ge=0, le=10)] = 0.0  # 0, or MIN_NODE_RATE_CV to 10
     # which warm spare fills an empty job slot: the one idle longest (first in, first out),
     # the one back most recently (last in, first out), or one drawn at random
     spare_order: Literal["oldest", "newest", "random"] = "oldest"
@@ -152,6 +195,19 @@ class ClusterConfig(_Section):
     aging: AgingConfig | None = None
     # DGX/HGX H100: 2 TB of host RAM per node
     host_memory_GB: Annotated[float, Field(gt=0, le=1e7)] = 2048.0
+
+    @field_validator("node_rate_cv")
+    @classmethod
+    def _a_spread_or_none(cls, value: float) -> float:
+        # the gamma's shape is 1/cv²: below ~1e-154 it is infinite (a division by zero in
+        # the engine), and a spread of a millionth is no spread a replica could show
+        if 0 < value < MIN_NODE_RATE_CV:
+            raise ValueError(
+                f"expected 0 (all nodes alike) or a spread from {MIN_NODE_RATE_CV:g} to 10, "
+                f"got {value:g}: nodes whose rates differ by less than a millionth are alike; "
+                "write 0"
+            )
+        return value
 
     @field_validator("gpu")
     @classmethod
@@ -462,7 +518,7 @@ class FailureClassConfig(_Section):
     mtbf_hours: Annotated[float, Field(ge=1e-3, le=1e15)] | None = None
     rate_per_1k_gpu_day: Annotated[float, Field(ge=1e-9, le=1e6)] | None = None
     distribution: Literal["exponential", "weibull", "lognormal"] = "exponential"
-    weibull_shape: Annotated[float, Field(ge=0.05, le=100)] | None = None
+    weibull_shape: Annotated[float, Field(ge=MIN_WEIBULL_SHAPE, le=100)] | None = None
     lognormal_sigma: Annotated[float, Field(gt=0, le=5)] | None = None
     detect_minutes: Minutes = 3.0
     detect_hours: Annotated[float, Field(ge=0, le=MAX_HOURS)] | None = None  # or in hours
@@ -772,7 +828,7 @@ class Scenario(_Section):
             network = data.get("network", {})
             if isinstance(network, dict) and "nics_per_node" not in network:
                 gpus = data["cluster"].get("gpus_per_node", 8)
-                if isinstance(gpus, int) and gpus > 0:
+                if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0:
                     data = {**data, "network": {**network, "nics_per_node": gpus}}
         return data
 

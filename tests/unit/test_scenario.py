@@ -578,10 +578,10 @@ def test_a_swept_kind_equal_to_the_files_keeps_its_figures_despite_a_set_kind():
     # starts from the file's tier, and its point of the file's kind (lustre) keeps the
     # file's figures (docs/scenarios.md), the others start from their preset
     file_figures = tier_figures(load_document(TINY).base.storage.checkpoint_tier)
+    # (the file's sweep: a --param of the kind beside a --set of it is refused, as for any key)
     loaded = load_document(
-        TINY,
+        merge(TINY, {"sweep": {"storage.checkpoint_tier.kind": ["lustre", "weka", "nfs"]}}),
         overrides=["storage.checkpoint_tier.kind=nfs"],
-        params=["storage.checkpoint_tier.kind=lustre,weka,nfs"],
     )
     tiers = [p.scenario.storage.checkpoint_tier for p in loaded.points]
     assert [t.kind for t in tiers] == ["lustre", "weka", "nfs"]
@@ -601,9 +601,8 @@ def test_a_swept_kind_equal_to_the_files_keeps_its_figures_despite_a_set_kind():
     assert [p.scenario for p in again.points] == [p.scenario for p in loaded.points]
     # a figure --set as well holds at every point, the file's kind included
     figure = load_document(
-        TINY,
+        merge(TINY, {"sweep": {"storage.checkpoint_tier.kind": ["lustre", "weka"]}}),
         overrides=["storage.checkpoint_tier.kind=nfs", "storage.checkpoint_tier.write_GB_s=7"],
-        params=["storage.checkpoint_tier.kind=lustre,weka"],
     )
     assert [tier_figures(p.scenario.storage.checkpoint_tier) for p in figure.points] == [
         {**file_figures, "write_GB_s": 7},
