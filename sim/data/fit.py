@@ -48,7 +48,7 @@ from sim.data.fleet_estimates import (
 )
 from sim.data.frailty import NodeLives, fit_frailty, held_at_one
 from sim.data.logs import NODE_SCOPES, IncidentLog
-from sim.model.schema import MIN_WEIBULL_SHAPE
+from sim.model.schema import MAX_RATE_PER_1K, MIN_WEIBULL_SHAPE
 from sim.runs import arguments as check
 
 # Below these counts the estimate is replaced by a warning (docs/fitting.md).
@@ -124,7 +124,8 @@ class FitResult:
             item: dict[str, Any] = {
                 "name": c.name,
                 "scope": c.scope,
-                "rate_per_1k_gpu_day": _round(c.written_rate),
+                # within the schema's bound (a job-wide class of a small job can fail faster)
+                "rate_per_1k_gpu_day": _round(min(c.written_rate, MAX_RATE_PER_1K)),
                 "distribution": c.distribution,
             }
             if c.distribution == "weibull":
@@ -431,6 +432,11 @@ def _fit_log(log: IncidentLog, seed: int) -> FitResult:
             )
         )  # fmt: skip
     for c in fitted:
+        if c.written_rate > MAX_RATE_PER_1K:
+            warnings.append(
+                f"{c.name}: rate {c.written_rate:.4g} per 1,000 GPU-days written as "
+                f"{MAX_RATE_PER_1K:g}, the most a scenario takes"
+            )
         if c.distribution == "weibull" and c.lifetime.shape.value < MIN_WEIBULL_SHAPE:
             warnings.append(
                 f"{c.name}: Weibull shape {c.lifetime.shape.value:.3g} written as "

@@ -111,7 +111,9 @@ class Cluster:
         self.own_scale: np.ndarray | None = None
         if plan.node_rate_cv > 0 and rate_rng is not None:
             shape = 1.0 / plan.node_rate_cv**2
-            self.own_scale = 1.0 / rate_rng.gamma(shape, 1.0 / shape, fleet)
+            # a draw of 0 (a large CV) is a node that hardly fails, never one out of use
+            own = np.maximum(rate_rng.gamma(shape, 1.0 / shape, fleet), np.finfo(float).tiny)
+            self.own_scale = 1.0 / own
         self.slot_scale: np.ndarray | None = None
         if plan.faults_matter:
             # lifetime scale of the node in each slot, shared with the attributable sources

@@ -205,10 +205,13 @@ def _calculator_extras(scenario: Scenario, billed_gpus: int) -> dict[str, Any]:
         "step_parts_s": {
             name: share * breakdown.step_s for name, share in breakdown.shares().items()
         },
+        # free GPUs cost nothing, however long the run (never inf · 0)
         "daly_expected_cost_usd": billed_gpus
         * expected_wall_s(scenario)
         / HOUR_S
-        * scenario.cost.gpu_hour_usd,
+        * scenario.cost.gpu_hour_usd
+        if scenario.cost.gpu_hour_usd
+        else 0.0,
         "best_gemm_efficiency": scenario.cluster.gpu_spec.best_gemm_efficiency,
         "efficiency_warning": efficiency_warning(scenario),
         "fitted_overlap": cal.overlap if cal else None,

@@ -46,6 +46,7 @@ MIN_NODE_RATE_CV = 1e-6
 # the smallest Weibull shape: at 0.05 (the bound before) over 90% of lifetimes are shorter
 # than a second, a storm of failures no replica gets through in minutes (0.08: seconds)
 MIN_WEIBULL_SHAPE = 0.1
+MAX_RATE_PER_1K = 1e6  # a failure class's rate_per_1k_gpu_day
 # keys a sweep (--param, plan --vary, sweep:) cannot vary: every point shares them
 NOT_SWEEPABLE = ("simulation.seed", "simulation.replicas", "simulation.executor")
 
@@ -516,7 +517,7 @@ class FailureClassConfig(_Section):
     scope: Literal["gpu", "node", "job", "link", "switch", "storage"]
     # 1e-3 h is 3.6 s; 1e15 h (a hundred billion years) is how tests say "never"
     mtbf_hours: Annotated[float, Field(ge=1e-3, le=1e15)] | None = None
-    rate_per_1k_gpu_day: Annotated[float, Field(ge=1e-9, le=1e6)] | None = None
+    rate_per_1k_gpu_day: Annotated[float, Field(ge=1e-9, le=MAX_RATE_PER_1K)] | None = None
     distribution: Literal["exponential", "weibull", "lognormal"] = "exponential"
     weibull_shape: Annotated[float, Field(ge=MIN_WEIBULL_SHAPE, le=100)] | None = None
     lognormal_sigma: Annotated[float, Field(gt=0, le=5)] | None = None
