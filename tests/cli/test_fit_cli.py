@@ -335,7 +335,7 @@ def fit_json(tmp_path: Path, path: Path, *args: str):
         (pd.DataFrame({"time": [True, False], "node": [0, 1]}), ("--end", "10"),
          "row 1, column time", "True is a boolean"),
         (pd.DataFrame({"time": [1.0, 2.0], "node": [[0, 1], [2]]}), ("--end", "10"),
-         "row 1, column node", "a node is one whole number"),
+         "column node", "a nested parquet column"),
         (pd.DataFrame({"time": [1.0], "node": [0], "point": [0.5], "replica": [0]}),
          ("--end", "10"), "row 1, column point", "0.5: trainsim's point column"),
         (pd.DataFrame({"time": [1.0], "node": [0], "point": [0], "replica": [-1]}),
