@@ -575,13 +575,11 @@ def _count_pace(counts: np.ndarray) -> tuple[np.ndarray, float]:
     return pace, float(_gamma_pace(np.zeros(1), gamma_cv.value, counts)[0])
 
 
-def _gamma_pace(counts: np.ndarray, cv: float | None = None, of: np.ndarray | None = None):
+def _gamma_pace(counts: np.ndarray, cv: float, of: np.ndarray | None = None) -> np.ndarray:
     """A node's expected rate over the mean node's given its count, under a gamma spread of
-    coefficient of variation `cv` (from the counts `of`, by default `counts`, when None): the
-    gamma posterior's mean (r + n)/(r + n̄), r = 1/cv²."""
+    coefficient of variation `cv` over the counts `of` (by default `counts`): the gamma
+    posterior's mean (r + n)/(r + n̄), r = 1/cv²."""
     of = counts if of is None else of
-    if cv is None:
-        cv = gamma_spread(of)[0].value if np.mean(of) > 0 else 0.0
     if cv <= 1e-6:
         return np.ones_like(counts, dtype=float)
     shape = 1.0 / cv**2

@@ -13,6 +13,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from sim.data.estimates import LEVEL, Estimate, profile_edge
+from sim.engine.aging import FleetAge
 
 HOURS_PER_DAY = 24.0
 MIN_TREND_EVENTS = 30  # the power law needs this many node failures
@@ -43,12 +44,11 @@ class TrendFit:
         return self.start_h + self.window_h
 
     def operational(self, t_h: np.ndarray | float) -> np.ndarray | float:
-        """U(t): the integral of the multiplier (a/rated)^(β−1) from the window's start."""
+        """U(t): the integral of the multiplier (a/rated)^(β−1) from the window's start (the
+        engine's `FleetAge`, in hours)."""
         if not self.written:
             return t_h
-        b, rated = self.beta.value, self.rated_h
-        base = (self.start_h / rated) ** b
-        return rated / b * (((self.start_h + np.asarray(t_h)) / rated) ** b - base)
+        return FleetAge(self.start_h, self.rated_h, self.beta.value).operational(np.asarray(t_h))
 
     @property
     def mean_multiplier(self) -> float:
@@ -57,10 +57,8 @@ class TrendFit:
 
     def mean_multiplier_at(self, beta: float) -> float:
         """`mean_multiplier` had the trend's shape been `beta` (its interval's ends)."""
-        rated = self.rated_h
-        base = (self.start_h / rated) ** beta
-        top = ((self.start_h + self.window_h) / rated) ** beta
-        return rated / beta * (top - base) / self.window_h
+        age = FleetAge(self.start_h, self.rated_h, beta)
+        return float(age.operational(self.window_h)) / self.window_h
 
     def doc(self) -> dict[str, Any]:
         return {

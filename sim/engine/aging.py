@@ -40,8 +40,6 @@ class FleetAge:
         """U(t) = ∫₀ᵗ multiplier: the operational time at wall time `t_s` since the run's start
         (a float or a numpy array)."""
         rated, beta = self.rated_s, self.beta
-        if isinstance(t_s, np.ndarray):
-            return rated / beta * (((self.start_s + t_s) / rated) ** beta - self._base)
         return rated / beta * (((self.start_s + t_s) / rated) ** beta - self._base)
 
     def wall(self, u_s):
@@ -72,8 +70,3 @@ class FleetAge:
         if end_s == math.inf:
             return math.inf
         return self.operational(end_s) - self.operational(now_s)
-
-    def expected(self, rate_per_s: float, t0_s: float, t1_s: float) -> float:
-        """The expected failures of a Poisson class of written rate `rate_per_s` between wall
-        times `t0_s` and `t1_s` (the power law's mean function)."""
-        return rate_per_s * (self.operational(t1_s) - self.operational(t0_s))
