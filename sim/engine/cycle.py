@@ -13,6 +13,10 @@ uses too) and the outage (`Job._quick_outage`, itself in line while nothing else
 due). No rule is written here: every number is the general path's (tested replica by
 replica, `tests/engine/test_cycle.py` and `benchmarks/cycle_soak.py`).
 
+A health check due in a stretch is done here too (`_health_check`): the stretch carried,
+the nodes looked at and the check's cost held as the general path does them, so a daily
+check does not send the rest of the day the general way.
+
 `run_cycles(job)` runs cycles until one needs the general path and tells the job how
 far it got (`Cycles`). It takes only the common configuration (`eligible`): a
 restart policy; sync checkpoints with no in-memory level, no drain and no contended
@@ -89,6 +93,49 @@ def _strike(job, source, now: float) -> Failure | None:
     return source.failure(index, now)
 
 
+# `_health_check`: the check cannot be done in line, the general path does it
+HAND_BACK = object()
+
+
+def _health_check(job, t0: float, shape: tuple):
+    """A health check due now, at the head of SimPy's queue, in the stretch that began at
+    `t0` (`Job._train` when its wait is interrupted by `HealthCheck`): the check's clock
+    steps (`Job.health_check` puts the check in the inbox), the nodes back by now return,
+    the stretch is carried (`Progress.carry`), the nodes looked at (`Job.check_nodes`) and
+    the check's cost held in line (`Job._hold` as `Job._quick_down`). Returns the failure
+    that ended the hold (the work carried is dropped, as the general path drops it), None
+    (the job trains on from where the check left it), or HAND_BACK when the hold cannot be
+    in line (something else is due before it ends, or the horizon): the check is in the
+    inbox then, for the general path."""
+    env, plan = job.env, job.plan
+    job._computing = True  # the check interrupts a stretch's wait
+    try:
+        env.step()
+    finally:
+        job._computing = False
+    now = env._now
+    calendar = job.cluster.calendar
+    if calendar.due_s <= now:  # as the wait's interrupt: the nodes back by now
+        calendar.advance(now)
+    end = now + plan.health_checks.cost_s
+    queue, inbox = env._queue, job._inbox
+    if len(inbox) != 1 or end > plan.horizon_s or (queue and queue[0][0] <= end):
+        return HAND_BACK
+    inbox.popleft()
+    stretch = job.stretch(shape)
+    elapsed = now - t0
+    progress = job.progress
+    progress.carry(stretch, stretch.position(elapsed), elapsed)
+    job.check_nodes()
+    if job.idle is not None:
+        job.idle.pause()
+    failure = job._quick_down(end, None)
+    job.ledger.health_check_s += env._now - now
+    if failure is not None:
+        progress.drop()
+    return failure
+
+
 def run_cycles(job) -> Cycles:
     """Run failure cycles in line from the start of a stretch, as long as nothing else is
     due first. Returns where the general path takes over."""
@@ -107,6 +154,7 @@ def _cycles(job) -> Cycles:
     total_steps, interval = plan.total_steps, plan.interval_steps
     shapes = job._shapes
     caught = job.caught
+    ticks = job.health_ticks  # the health checks' clock (a SimPy process), if any
     while True:
         # ---- the stretch (`Job._train`, `Stretch` of a plain stretch with sync checkpoints)
         if (
@@ -153,11 +201,21 @@ def _cycles(job) -> Cycles:
         if idle is not None:
             idle.resume()
         until = min(t0 + duration, deadline)
+        checked = False
         while True:  # `Job._wait`, until a failure (a vacant slot's draw is none)
             wake, source = clocks.next()
-            if wake >= until or (queue and queue[0][0] <= wake):
-                # the stretch ends first, or something else is due: the general path
-                return Cycles(started_s=t0)
+            if wake >= until:
+                return Cycles(started_s=t0)  # the stretch ends first: the general path
+            if queue and queue[0][0] <= wake:
+                # something else is due first: a health check is done here, anything else
+                # (or a check that cannot be) goes the general way
+                if ticks is None or queue[0][3] is not ticks._target or queue[0][0] >= until:
+                    return Cycles(started_s=t0)
+                failure = _health_check(job, t0, shape)
+                if failure is HAND_BACK:
+                    return Cycles(started_s=t0)
+                checked = True
+                break
             now = env._now
             now = now + max(0.0, wake - now)
             elapsed = now - t0
@@ -170,23 +228,28 @@ def _cycles(job) -> Cycles:
             failure = _strike(job, source, now)
             if failure is not None:
                 break
+        if checked:
+            if failure is None:
+                continue  # the check is done: the next stretch, from where it left the job
+            # a failure ended the check's hold: the stretch was booked at the check
+        else:
+            # ---- the stretch booked (`Stretch.position`, `Progress.book`)
+            k, kept_s, kept_compute_s, _, window_snapshot_s = sync_window(
+                elapsed,
+                first_s,
+                cycle_s,
+                full_cycles,
+                checkpoints,
+                tail_end,
+                first_work,
+                full_work,
+                tail_work,
+            )
+            if k:  # `Progress.book_durable` of a plain sync stretch (no pending, history, trace)
+                durable = checkpoint_step(k, start, first, interval, total_steps)
+                progress.keep_stretch(durable, kept_compute_s, kept_s, k)
+            progress.lose_stretch(elapsed - kept_s, int(window_snapshot_s > 0))
         job._in_memory = False  # the job is down: its state is no longer on its GPUs
-        # ---- the stretch booked (`Stretch.position`, `Progress.book`)
-        k, kept_s, kept_compute_s, _, window_snapshot_s = sync_window(
-            elapsed,
-            first_s,
-            cycle_s,
-            full_cycles,
-            checkpoints,
-            tail_end,
-            first_work,
-            full_work,
-            tail_work,
-        )
-        if k:  # `Progress.book_durable` of a plain sync stretch (no pending, history or trace)
-            durable = checkpoint_step(k, start, first, interval, total_steps)
-            progress.keep_stretch(durable, kept_compute_s, kept_s, k)
-        progress.lose_stretch(elapsed - kept_s, int(window_snapshot_s > 0))
         # ---- the outage (`Job._run`): again while a failure aborts the restart
         while failure is not None:
             stage, result = job._quick_outage(failure)

@@ -122,6 +122,7 @@ class Job:
         self.maintenance_due = False
         self.caught: dict[int, tuple[int, int]] = {}  # slot -> (node, class) to drain
         self.health_rng: np.random.Generator | None = None  # set when health checks run
+        self.health_ticks: simpy.Process | None = None  # ... and their clock
         self.process: simpy.Process | None = None
         self.router = None  # the failure router (sim/engine/router.py), set in the build phase
         # the failure cycle runs in line (sim/engine/cycle.py) for the common configuration
@@ -601,6 +602,15 @@ class Job:
     def _run_health_check(self):
         """The check costs the job `cost_minutes`; it catches, with `catch_prob`, each node
         whose next node-attributable failure would strike within `lead_hours`."""
+        self.check_nodes()
+        return (
+            yield from self._hold(self.plan.health_checks.cost_s, "health_check_s", "health check")
+        )
+
+    def check_nodes(self) -> None:
+        """A health check's look-ahead (its cost is the caller's hold): counted, and each
+        node caught with `catch_prob` whose next node-attributable failure would strike
+        within `lead_hours` (the failure cycle in line, sim/engine/cycle.py, calls it too)."""
         checks = self.plan.health_checks
         self.ledger.health_checks += 1
         for slot, node, cls in self.cluster.failing_within(checks.lead_s):
@@ -609,7 +619,6 @@ class Job:
             catch = self.health_rng.random() < checks.catch_prob
             if catch and slot not in self.caught:
                 self.caught[slot] = (node, cls)
-        return (yield from self._hold(checks.cost_s, "health_check_s", "health check"))
 
     def _restart(self):
         """Launch and load the last durable checkpoint; returns a failure that aborted it, or None.

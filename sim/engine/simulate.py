@@ -217,7 +217,7 @@ def simulate_replica(
     router.incidents = cluster.incidents = log
     if plan.health_checks is not None:
         job.health_rng = stream(seed, replica, "health_checks")
-        env.process(_every(env, plan.health_checks.every_s, job.health_check))
+        job.health_ticks = env.process(_every(env, plan.health_checks.every_s, job.health_check))
     if plan.maintenance is not None:
         env.process(_every(env, plan.maintenance.every_s, lambda: _maintenance_due(job)))
     if plan.backup_every or any(fc.scope == "storage" for fc in plan.failure_classes):

@@ -92,6 +92,29 @@ def test_every_hand_over_is_exercised(watched):
     assert watched["stretch"] > 0
 
 
+def test_health_checks_in_line_give_the_general_paths_numbers(monkeypatch):
+    """A health check due in a stretch is done in line (`cycle._health_check`): the stretch
+    carried, the nodes looked at, the cost held; a failure that ends the hold goes to the
+    outage in line; a check whose hold something else would interrupt (maintenance, every
+    0.49 days, falls inside a check's 30 minutes now and then) goes the general way. Each
+    happens here, and every replica's numbers are the general path's."""
+    seen: Counter = Counter()
+    check = cycle._health_check
+
+    def counted(*args):
+        outcome = check(*args)
+        seen["hand back" if outcome is cycle.HAND_BACK else outcome is None] += 1
+        return outcome
+
+    monkeypatch.setattr(cycle, "_health_check", counted)
+    checks = [
+        "maintenance={every_days: 0.49, duration_hours: 1}",
+        "health_checks={every_hours: 1, cost_minutes: 30, lead_hours: 2}",
+    ]
+    assert differences(plan_of("llama7b-128.yaml", [*LEMONS, *checks]), 10, seed=3) == []
+    assert seen["hand back"] and seen[True] and seen[False], seen
+
+
 def test_random_scenarios_give_the_same_numbers(watched):
     rng = random.Random(2026)
     ran = 0
