@@ -38,7 +38,7 @@ def kaplan_meier(observed: np.ndarray, censored: np.ndarray) -> tuple[np.ndarray
 def lifetime_figure(fit: ClassFit) -> Figure:
     """The Kaplan–Meier CDF of a class's times between failures of a node (hours), with the
     fitted exponential and Weibull CDFs."""
-    fig = Figure(figsize=(6.4, 4.0))
+    fig = Figure(figsize=(6.4, 4.8))
     draw_lifetimes(fit, fig.add_subplot())
     fig.tight_layout()
     return fig
@@ -73,19 +73,19 @@ def draw_lifetimes(fit: ClassFit, ax: Axes) -> None:
         )
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
-    if len(fit.censored):  # why the log's curve stops short of 1
-        ax.annotate(
-            f"the log's curve ends at its longest life: {len(fit.censored)} lives were cut\n"
-            "by the window's end (censored), so longer ones are not seen",
-            xy=(0.98, 0.04), xycoords="axes fraction", ha="right", va="bottom", fontsize=7,
-            color=palette.CAPTION,
-        )  # fmt: skip
+    if len(fit.censored):  # why the log's curve stops short of 1: a legend line, off the curves
+        ax.plot([], [], linestyle="none", gid="censored", label=(
+            f"{len(fit.censored)} lives cut by the window's end (censored):\n"
+            "the log's curve ends at its longest whole life"
+        ))  # fmt: skip
     whose = "a node" if fit.scope in ("gpu", "node") else f"the {fit.scope}"
     ax.set_xlabel(f"hours between two failures of {whose}")
     ax.set_ylabel("P(time between failures <= t)")
     chosen = fit.distribution if fit.lifetime is not None else "exponential (too few failures)"
     ax.set_title(f"{fit.name}: times between failures; written: {chosen}", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    # under the axes: the curves may reach any corner, the long note would cover one
+    ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2,
+              frameon=False)  # fmt: skip
     ax.grid(alpha=0.3)
 
 

@@ -37,6 +37,10 @@ SAME_IDEAL = 1e-3
 # swept values spanning more than this ratio get a log x axis
 LOG_SPAN = 8.0
 
+# a histogram's axis stops before values beyond the upper quartile + this many IQRs
+# (Tukey's far out), naming how many lie beyond
+TAIL_FENCE_IQR = 3.0
+
 # (column, label, colour) of each time bucket and cost part, and of each part of downtime:
 # the colours are sim.show.palette's, the same in every figure, the report and the notebooks
 BREAKDOWN = [
@@ -374,6 +378,65 @@ def lost_work_distribution(table: pd.DataFrame, swept_keys: list[str] | None = N
     return fig
 
 
+def far_out_edge(values: np.ndarray) -> float | None:
+    """Where a histogram's axis stops so that a far tail does not squeeze the bulk: the
+    largest value within Tukey's far-out fence (the upper quartile + 3 interquartile
+    ranges), or None when no value lies beyond it."""
+    finite = values[np.isfinite(values)]
+    if finite.size < 4:
+        return None
+    q25, q75 = np.quantile(finite, [0.25, 0.75])
+    fence = q75 + TAIL_FENCE_IQR * (q75 - q25)
+    if not (finite > fence).any():
+        return None
+    return float(finite[finite <= fence].max())
+
+
+def draw_histograms(
+    ax: Axes,
+    series: Sequence[tuple[str, Any, str]],
+    bins: int = 30,
+    start: float | None = None,
+    unit: str = "d",
+    what: str = "replica",
+) -> float | None:
+    """Overlaid histograms of (label, values, colour) on `ax`, on shared bins. A far tail
+    (beyond a series' `far_out_edge`) would leave the bulk a sliver: the axis stops short
+    of it and an arrow at the right edge says, per series, how many values lie beyond and
+    where (`1 replica at 352 d →`): none is dropped unsaid. The axis reaches the largest
+    value within any series' own fence. Returns its clip edge (None: everything drawn)."""
+    arrays = [(label, np.asarray(values, dtype=float), colour) for label, values, colour in series]
+    arrays = [(label, v[np.isfinite(v)], colour) for label, v, colour in arrays]
+    arrays = [(label, v, colour) for label, v, colour in arrays if v.size]
+    if not arrays:
+        return None
+    pooled = np.concatenate([v for _, v, _ in arrays])
+    low = float(pooled.min()) if start is None else min(start, float(pooled.min()))
+    # each series against its own fence: one series' spread is not another's outlier
+    edges = [far_out_edge(v) for _, v, _ in arrays]
+    high = max(float(v.max()) if edge is None else edge for edge, (_, v, _) in zip(edges, arrays))
+    pad = 0.02 * max(high - low, 1e-9)
+    grid = np.linspace(low, high + pad, bins + 1)
+    beyond_notes = 0
+    for label, values, colour in arrays:
+        ax.hist(values[values <= grid[-1]], bins=grid, alpha=0.6, color=colour, label=label)
+        far = np.sort(values[values > grid[-1]])
+        if not far.size:
+            continue
+        plural = what if far.size == 1 else f"{what}s"
+        where = _amount(far[0], unit) if far.size == 1 else (
+            f"{far[0]:.3g}–{_amount(far[-1], unit)}"
+        )  # fmt: skip
+        ax.annotate(
+            f"{far.size} {plural} at {where} →", xy=(0.99, 0.55 - 0.08 * beyond_notes),
+            xycoords="axes fraction", ha="right", va="center", fontsize="small", color=colour,
+            gid="beyond",
+        )  # fmt: skip
+        beyond_notes += 1
+    ax.set_xlim(low, grid[-1])
+    return float(grid[-1]) if (pooled > grid[-1]).any() else None
+
+
 # ---------------------------------------------------------------------------- breakdowns
 
 
@@ -422,6 +485,22 @@ def _totals_on_bars(ax: Axes, tops: np.ndarray, texts: list[str]) -> None:
         ax.set_ylim(0, highest * (1 + 1.3 * text_pt / max(height_pt - text_pt, text_pt)))
 
 
+def _drawn_parts(
+    means: pd.DataFrame, parts: list[tuple[str, str, str]]
+) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The parts some point has any of, and the names of those zero at every point (left
+    out of the bars and the legend, which names them in its title: `_absent_title`)."""
+    drawn = [part for part in parts if float(means[part[0]].abs().max()) > 0]
+    return drawn, [part[1] for part in parts if part not in drawn]
+
+
+def _absent_title(absent: list[str]) -> dict[str, Any]:
+    """The legend's title naming the parts left out, as `_legend_below`'s keywords."""
+    if not absent:
+        return {}
+    return {"title": f"none in this run: {', '.join(absent)}", "title_fontsize": "small"}
+
+
 def _bars_figsize(points: int, base_width: float) -> tuple[float, float]:
     """Wider for many points, so that each bar keeps room for its tick text."""
     return (base_width + 0.45 * max(0, points - 6), 4.8)
@@ -441,9 +520,8 @@ def wall_time_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None
     ideal = means["ideal_hours"].to_numpy(dtype=float)
     wall = means.sum(axis=1).to_numpy(dtype=float)
     shared = bool(np.ptp(ideal) <= SAME_IDEAL * max(float(np.max(ideal, initial=0.0)), 1e-9))
-    parts = [BREAKDOWN[0]] + [
-        part for part in BREAKDOWN[1:] if float(means[part[0]].abs().max()) > 0
-    ]  # the ideal always; the rest where some point has any
+    overhead_parts, absent = _drawn_parts(means, BREAKDOWN[1:])
+    parts = [BREAKDOWN[0], *overhead_parts]  # the ideal always; the rest where some point has any
     points = len(means)
     fig = Figure(figsize=_bars_figsize(points, 8 if shared else 11), layout="constrained")
     if shared:
@@ -490,7 +568,7 @@ def wall_time_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None
             fontsize="medium",
         )
     source = axes[0] if axes else overheads
-    _legend_below(fig, *source.get_legend_handles_labels(), ncols=5)
+    _legend_below(fig, *source.get_legend_handles_labels(), ncols=5, **_absent_title(absent))
     return fig
 
 
@@ -503,8 +581,7 @@ def downtime_split(table: pd.DataFrame, swept_keys: list[str] | None = None) -> 
     means = table.groupby("point", sort=True)[
         [c for c, _, _ in DOWNTIME_SPLIT] + ["downtime_hours"]
     ].mean()
-    drawn = [part for part in DOWNTIME_SPLIT if means[part[0]].abs().max() > 0]
-    absent = [name for column, name, _ in DOWNTIME_SPLIT if not means[column].abs().max() > 0]
+    drawn, absent = _drawn_parts(means, DOWNTIME_SPLIT)
     tops = _stacked_bars(ax, means, drawn)
     totals = means["downtime_hours"].to_numpy(dtype=float)
     _totals_on_bars(ax, np.maximum(tops, totals), [f"{t:.3g} h" for t in totals])
@@ -514,9 +591,7 @@ def downtime_split(table: pd.DataFrame, swept_keys: list[str] | None = None) -> 
     ax.grid(alpha=0.3, axis="y")
     ax.set_title("Downtime by cause")
     if drawn:
-        handles, labels = ax.get_legend_handles_labels()
-        title = f"none in this run: {', '.join(absent)}" if absent else None
-        _legend_below(fig, handles, labels, title=title, title_fontsize="small")
+        _legend_below(fig, *ax.get_legend_handles_labels(), **_absent_title(absent))
     else:
         ax.text(
             0.5, 0.5, "no downtime in any replica", transform=ax.transAxes, ha="center", va="center"
@@ -644,6 +719,65 @@ def sweep_curve(
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     _legend_below(fig, handles, labels, ncols=3)
+    return fig
+
+
+def checkpoint_tradeoff(
+    summary: pd.DataFrame, key: str, marks: dict[str, float] | None = None
+) -> Figure:
+    """The checkpoint interval's trade-off against a swept checkpoint key: on the left the
+    mean checkpoint stall and lost work per run (hours, 95% bands) and their sum, which
+    short intervals spend on writes and long ones on rolled-back work; on the right the
+    mean cost per run, its lowest starred. Young's and Daly's intervals marked on both."""
+    fig = Figure(figsize=(12.0, 4.6), layout="constrained")
+    hours_ax, cost_ax = fig.subplots(1, 2)
+
+    def means(metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows = summary[summary["metric"] == metric].sort_values(key)
+        return (
+            rows[key].to_numpy(dtype=float),
+            rows["mean"].to_numpy(dtype=float),
+            1.96 * rows["sem"].to_numpy(dtype=float),
+        )
+
+    parts = {bucket: means(f"{bucket}_hours") for bucket in ("checkpoint_stall", "lost_work")}
+    for bucket, (x, mean, half) in parts.items():
+        colour = palette.bucket_colour(bucket)
+        hours_ax.plot(x, mean, marker="o", color=colour, label=palette.bucket_label(bucket))
+        hours_ax.fill_between(x, mean - half, mean + half, color=colour, alpha=0.2)
+    both = parts["checkpoint_stall"][1] + parts["lost_work"][1]
+    hours_ax.plot(x, both, linestyle="--", marker=".", color=palette.TOTAL,
+                  label="checkpoint stall + lost work", gid="sum")  # fmt: skip
+    hours_ax.set_ylabel("mean hours per run")
+    hours_ax.set_ylim(bottom=0)
+    hours_ax.set_title("Stall against lost work", fontsize="medium")
+    x, cost, half = means("cost_usd")
+    cost_ax.plot(x, cost, marker="o", color=palette.TOTAL, label="mean cost per run")
+    cost_ax.fill_between(x, cost - half, cost + half, color=palette.TOTAL, alpha=0.2,
+                         label="95% CI of the mean")  # fmt: skip
+    if np.isfinite(cost).any():
+        best = int(np.nanargmin(cost))
+        where = _amount(x[best], _key_unit(key))
+        cost_ax.plot([x[best]], [cost[best]], marker="*", markersize=16, color=palette.BEST,
+                     markeredgecolor="black", linestyle="none", zorder=5, gid="best",
+                     label=f"lowest: {where} → {usd(cost[best])}")  # fmt: skip
+    cost_ax.yaxis.set_major_formatter(FuncFormatter(_usd_tick))
+    cost_ax.set_ylabel("mean cost per run (USD)")
+    cost_ax.set_title("What it costs", fontsize="medium")
+    for ax in (hours_ax, cost_ax):
+        for label, value, style in theory_marks(marks, key):
+            ax.axvline(value, color="black", linestyle=style, label=label, gid="theory")
+        if np.all(x > 0) and x.max() / x.min() > LOG_SPAN:
+            ax.set_xscale("log")
+        if len(x) <= 12:
+            ax.set_xticks(x, [_value_text(v) for v in x], fontsize="small")
+            ax.minorticks_off()
+        ax.set_xlabel(key)
+        ax.grid(alpha=0.3)
+    handles, labels = hours_ax.get_legend_handles_labels()
+    more = [(h, t) for h, t in zip(*cost_ax.get_legend_handles_labels()) if t not in labels]
+    _legend_below(fig, [*handles, *(h for h, _ in more)], [*labels, *(t for _, t in more)],
+                  ncols=3)  # fmt: skip
     return fig
 
 

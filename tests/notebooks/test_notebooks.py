@@ -20,7 +20,7 @@ NOTEBOOKS = ROOT / "notebooks"
 # images each notebook is meant to show; a figure cell that shows nothing, or shows one twice,
 # changes the count
 FIGURES = {
-    "checkpoint_intervals.ipynb": 2,
+    "checkpoint_intervals.ipynb": 3,
     "fabric.ipynb": 3,
     "from_your_data.ipynb": 3,
     "operations.ipynb": 4,
