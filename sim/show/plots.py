@@ -611,7 +611,8 @@ def cost_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None) -> 
     ].mean()
     x = np.arange(len(means))
     bill = means["cost_usd"].to_numpy(dtype=float)  # printed as billed, not as the parts' sum
-    for ax, parts in [(whole, COST_BREAKDOWN), (beyond, COST_BREAKDOWN[1:])]:
+    drawn, absent = _drawn_parts(means, COST_BREAKDOWN)
+    for ax, parts in [(whole, drawn), (beyond, [p for p in drawn if p != COST_BREAKDOWN[0]])]:
         tops = _stacked_bars(ax, means, parts)
         totals = bill if ax is whole else tops
         _totals_on_bars(ax, np.maximum(tops, totals), [usd(t) for t in totals])
@@ -621,7 +622,7 @@ def cost_breakdown(table: pd.DataFrame, swept_keys: list[str] | None = None) -> 
         ax.grid(alpha=0.3, axis="y")
     whole.set_title("Cost per run")
     beyond.set_title("Cost beyond ideal compute")
-    _legend_below(fig, *whole.get_legend_handles_labels(), ncols=3)
+    _legend_below(fig, *whole.get_legend_handles_labels(), ncols=3, **_absent_title(absent))
     return fig
 
 
