@@ -14,8 +14,10 @@ due). No rule is written here: every number is the general path's (tested replic
 replica, `tests/engine/test_cycle.py` and `benchmarks/cycle_soak.py`).
 
 A health check due in a stretch is done here too (`_health_check`): the stretch carried,
-the nodes looked at and the check's cost held as the general path does them, so a daily
-check does not send the rest of the day the general way.
+the nodes looked at and the check's cost held as the general path does them; and the nodes
+it caught are drained at the next stretch's first checkpoint (`Job.drain_caught`, then the
+refill and restart of `Job._quick_back`), so a daily check does not send the rest of the
+day the general way.
 
 `run_cycles(job)` runs cycles until one needs the general path and tells the job how
 far it got (`Cycles`). It takes only the common configuration (`eligible`): a
@@ -28,6 +30,7 @@ cycle leaves in the state the general path itself would have reached.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sim.engine.events import Failure
@@ -55,6 +58,9 @@ class Cycles:
     # with no failure: when the stretch under way began (its clock may have moved past a
     # vacant slot's draw, `SuperposedSource`), or None at the start of a stretch
     started_s: float | None = None
+    # caught nodes were drained at a checkpoint, and the job went back as far as `stage`
+    # (the general path refills it, if not yet, and restarts it)
+    drained: bool = False
 
 
 def eligible(job) -> bool:
@@ -160,7 +166,6 @@ def _cycles(job) -> Cycles:
         if (
             job._inbox
             or job.maintenance_due
-            or caught
             or progress.pending is not None
             or job.fabric_partitioned
         ):
@@ -198,23 +203,45 @@ def _cycles(job) -> Cycles:
             0.0,  # no snapshot pending
         )
         t0 = env._now
+        stop = None  # caught nodes: the stretch stops at its first checkpoint to drain them
+        if caught:
+            if checkpoints <= 1:
+                return Cycles()  # the stretch's end is the run's: the general path
+            stretch = job.stretch(shape)
+            stop = stretch.durable_s(1)
         if idle is not None:
             idle.resume()
-        until = min(t0 + duration, deadline)
+        until = min(t0 + (duration if stop is None else stop), deadline)
         checked = False
         while True:  # `Job._wait`, until a failure (a vacant slot's draw is none)
             wake, source = clocks.next()
-            if wake >= until:
-                return Cycles(started_s=t0)  # the stretch ends first: the general path
-            if queue and queue[0][0] <= wake:
+            head = queue[0][0] if queue else math.inf
+            if head <= wake and head < until:
                 # something else is due first: a health check is done here, anything else
                 # (or a check that cannot be) goes the general way
-                if ticks is None or queue[0][3] is not ticks._target or queue[0][0] >= until:
+                if ticks is None or queue[0][3] is not ticks._target:
                     return Cycles(started_s=t0)
                 failure = _health_check(job, t0, shape)
                 if failure is HAND_BACK:
                     return Cycles(started_s=t0)
                 checked = True
+                break
+            if wake >= until:
+                if stop is None or t0 + stop > deadline or head <= until:
+                    return Cycles(started_s=t0)  # the stretch ends first: the general path
+                # ---- at the first checkpoint, the caught nodes drained (`_stop_at_checkpoint`)
+                now = env._now
+                env._now = now + max(0.0, until - now)
+                if calendar.due_s <= env._now:
+                    calendar.advance(env._now)
+                progress.book(stretch, stretch.at_checkpoint(1), stop)
+                failure = None
+                if caught:  # (still: only a failure takes a node out of its slot)
+                    job.drain_caught()
+                    stage, failure = job._quick_back([])
+                    if stage != QUICK_ALL:
+                        return Cycles(stage=stage, drained=True)
+                checked = True  # the stretch is booked; an abort goes to the outage
                 break
             now = env._now
             now = now + max(0.0, wake - now)

@@ -327,6 +327,13 @@ class Job:
                 if cycles.failure is not None:
                     self._handed = cycles
                     return cycles.failure
+                if cycles.drained:  # the end of `_stop_at_checkpoint`, from its stage
+                    if cycles.stage < QUICK_REPLACED:
+                        yield from self._refill()
+                    failure = yield from self._restart()
+                    if failure is not None:
+                        return failure
+                    continue
                 started = cycles.started_s  # a stretch under way, or None
             nodes = self.cluster.active
             shape = self._shapes.get(nodes)
@@ -580,6 +587,14 @@ class Job:
                 "maintenance",
                 merge=merged.append,
             )
+        self.drain_caught()
+        yield from self._replace(merged)
+        return (yield from self._restart())
+
+    def drain_caught(self) -> None:
+        """At a checkpoint: the nodes a health check (or a detector) caught, still in their
+        slots, leave for repair (the failure cycle in line, sim/engine/cycle.py, calls it
+        too)."""
         drains = [
             (slot, cls)
             for slot, (node, cls) in self.caught.items()
@@ -596,8 +611,6 @@ class Job:
             # the check named the node: no misdiagnosis
             self.cluster.send_to_repair(drained, slot, diagnosed=True)
         self.ledger.nodes_drained += len(drains)
-        yield from self._replace(merged)
-        return (yield from self._restart())
 
     def _run_health_check(self):
         """The check costs the job `cost_minutes`; it catches, with `catch_prob`, each node
@@ -703,6 +716,19 @@ class Job:
             len({n for f in failures for n in f.nodes}) > 1 or any(not f.nodes for f in failures)
         ):
             progress.drop()  # more than one node (or the job) went: the peers' copies are gone
+        return self._quick_back(failures)
+
+    def _quick_back(self, failures: list[Failure]):
+        """`_take`, `_refill` and `_restart` in line (the end of `_quick_outage`, and of a
+        stop to drain caught nodes in the failure cycle in line): (QUICK_ALL, the failure
+        that aborted the restart or None), or the stage it got to (QUICK_TAKEN: the nodes
+        sent to repair; QUICK_REPLACED: the job refilled) and `failures`."""
+        env, inbox, plan, ledger, progress = (
+            self.env, self._inbox, self.plan, self.ledger, self.progress
+        )  # fmt: skip
+        queue = env._queue
+        deadline = plan.horizon_s
+        now = env._now
         # replacement
         self._take(failures)
         cluster = self.cluster

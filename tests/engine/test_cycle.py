@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks.cycle_soak import cycle_scenario, differences
 from sim.engine import Failure, build_plan, cycle, simulate_replica
+from sim.engine.job import Job
 from sim.model.scenario import load_scenario
 from sim.model.scenario_set import ScenarioError
 from tests.conftest import ROOT
@@ -113,6 +114,39 @@ def test_health_checks_in_line_give_the_general_paths_numbers(monkeypatch):
     ]
     assert differences(plan_of("llama7b-128.yaml", [*LEMONS, *checks]), 10, seed=3) == []
     assert seen["hand back"] and seen[True] and seen[False], seen
+
+
+def test_caught_nodes_drained_in_line_give_the_general_paths_numbers(monkeypatch):
+    """Nodes a check caught are drained at the stretch's first checkpoint in line: the
+    stretch booked there, the nodes sent to repair, the job refilled and restarted in line
+    (`Job._quick_back`), or handed over after sending them (pools short) or after the
+    refill (something else due before the restart ends); a failure may abort the restart.
+    Each happens here, and every replica's numbers are the general path's."""
+    seen: Counter = Counter()
+    back = Job._quick_back
+
+    def counted(job, failures):
+        stage, result = back(job, failures)
+        if not failures:  # a drain
+            seen[stage if stage != cycle.QUICK_ALL else ("restarted", result is None)] += 1
+        return stage, result
+
+    monkeypatch.setattr(Job, "_quick_back", counted)
+    checks = "health_checks={every_hours: 1, cost_minutes: 30, lead_hours: 2}"
+    for overrides in (
+        [*LEMONS, "maintenance={every_days: 0.49, duration_hours: 1}", checks],
+        [*LEMONS, "cluster.spare_nodes=0", "cluster.pool_nodes=2", checks],
+    ):
+        assert differences(plan_of("llama7b-128.yaml", overrides), 10, seed=3) == []
+    daily = "health_checks={every_hours: 24, cost_minutes: 10, lead_hours: 12}"
+    sixteen_k = plan_of("llama3-405b-16k.yaml", ["cluster.lemon_fraction=0.05", daily])
+    assert differences(sixteen_k, 2, seed=3) == []  # a restart aborted by a failure
+    assert {
+        cycle.QUICK_TAKEN,
+        cycle.QUICK_REPLACED,
+        ("restarted", True),
+        ("restarted", False),
+    } <= set(seen), seen
 
 
 def test_random_scenarios_give_the_same_numbers(watched):
