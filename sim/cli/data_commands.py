@@ -29,21 +29,18 @@ from sim.cli.arguments import (
     WORKERS,
     console,
 )
+from sim.decide import answer
 from sim.model.scenario_set import ScenarioError
 from sim.runs.files import finite, json_default
-from sim.show.console import show, text_column
+from sim.show.console import say, show, text_column
 
 
 def _number(value: float) -> str:
+    """A number of the fit's and the forecast's tables: answer.number (3 significant digits,
+    < 0.001 for a tiny one), blank when missing."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    if value == 0:
-        return "0"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if abs(value) < 0.01:
-        return f"{value:.3g}"
-    return f"{value:.3f}"
+    return answer.number(value)
 
 
 @click.command(name="fit")
@@ -172,7 +169,8 @@ def fit(
     for column in ("value", "95% low", "95% high", "events"):
         table.add_column(column, justify="right")
     for what, name, value, low, high, events in fitting.table_rows(result):
-        table.add_row(what, name, _number(value), _number(low), _number(high), str(events))
+        count = f"{events:,}" if isinstance(events, int) else str(events)
+        table.add_row(what, name, _number(value), _number(low), _number(high), count)
     show(screen, table)
     if result.lemons is not None and not result.lemons.overdispersed:
         screen.print(
@@ -181,13 +179,12 @@ def fit(
         )
     if checked is not None:
         show(screen, _check_table(checked))
-        screen.print(
+        say(
+            screen,
             f"check: {checked.passed} of {len(checked.judged)} measures within their tolerance "
-            f"(the model: the mean of {checked.replicas} replicas of fleet.yaml)",
-            markup=False,
-            highlight=False,
+            f"(the model: the mean of {checked.replicas:,} replicas of fleet.yaml)",
         )
-    screen.print(f"fragment: {out / 'fitted.yaml'}", markup=False, highlight=False)
+    say(screen, f"fragment: {out / 'fitted.yaml'}")
     screen.print(
         f"the log's fleet: {trainsim_command()} run {shlex.quote(str(out / 'fleet.yaml'))} "
         "--incidents",
@@ -332,23 +329,26 @@ def forecast(
         print(f"warning: {problem.where()}{problem.message}", file=sys.stderr)
     screen = console()
     remaining = result.total_steps - result.done_steps
-    screen.print(
+    say(
+        screen,
         f"{result.scenario}: {result.done_steps:,} of {result.total_steps:,} steps done after "
-        f"{result.elapsed_days:g} days; {remaining:,} to go; {result.replicas} replicas, "
-        f"seed {result.seed}"
+        f"{result.elapsed_days:g} days; {remaining:,} to go; {result.replicas:,} replicas, "
+        f"seed {result.seed}",
     )
     if result.has_log:
+        # counts and rates side by side, each column saying which it is
         rates = Table(
-            title=f"failure rates per 1k GPU-days (prior worth {result.prior_gpu_days:,.0f} "
+            title=f"failures by class: counts in the {result.elapsed_days:g} days so far, and "
+            f"rates per 1k GPU-days (the gamma prior worth {result.prior_gpu_days:,.0f} "
             "GPU-days)",
             title_justify="left",
         )
         for column in (
             "class",
-            "scenario",
-            "seen",
-            "expected",
-            "posterior mean",
+            "scenario rate",
+            "seen (count)",
+            "expected (count)",
+            "posterior mean rate",
             "95% low",
             "95% high",
         ):
@@ -359,13 +359,13 @@ def forecast(
             rates.add_row(
                 c.name,
                 _number(c.scenario_rate),
-                str(c.events),
+                f"{c.events:,}",
                 _number(expected[c.name]),
                 _number(c.posterior.mean),
                 _number(low),
                 _number(high),
             )
-        screen.print(rates)
+        show(screen, rates)
     table = Table(title="forecast", title_justify="left")
     table.add_column("quantity")
     if result.has_log:
@@ -373,20 +373,23 @@ def forecast(
     table.add_column("scenario alone", justify="right")
     summaries = [result.forecast.summary()] if result.has_log else []
     summaries.append(result.unconditional.summary())
-    for key, label in (
-        ("remaining_days", "days to go"),
-        ("total_days", "total days"),
-        ("cost_to_go_usd", "cost to go (USD)"),
+    for key, label, metric in (
+        ("remaining_days", "days to go", "remaining_days"),
+        ("total_days", "total days", "total_days"),
+        ("cost_to_go_usd", "cost to go", "cost_usd"),
     ):
         for stat in ("mean", "p50", "p95"):
-            table.add_row(
-                f"{label} {stat}", *(_number(s[key][stat]) if s[key][stat] is not None else "-"
-                                     for s in summaries)
-            )  # fmt: skip
+            # in days, as the rows' names say, and costs as money: one style with run's answer
+            table.add_row(f"{label} {stat}", *(
+                answer.readable(metric, s[key][stat], unit="days" if metric != "cost_usd" else None)
+                if s[key][stat] is not None else "—" for s in summaries
+            ))  # fmt: skip
     if deadline_days is not None:
         table.add_row(
-            f"P(done by day {deadline_days:g})", *(f"{s['p_deadline']:.1%}" for s in summaries)
+            f"P(done by day {deadline_days:g})", *(answer.share(s["p_deadline"]) for s in summaries)
         )
     if any(s["unfinished"] for s in summaries):
-        table.add_row("unfinished by the horizon", *(f"{s['unfinished']:.1%}" for s in summaries))
+        table.add_row(
+            "unfinished by the horizon", *(answer.share(s["unfinished"]) for s in summaries)
+        )
     show(screen, table)

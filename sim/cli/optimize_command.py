@@ -191,17 +191,51 @@ def optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None:
     goal = "highest" if best.direction == "max" else "lowest"
     words = f"{statistic} {answer.metric_words(metric)}"  # mean cost, p95 time to train
     points = best.points.to_dict(orient="records")
-    # one unit for the values and one for the differences, as each column reads best
-    unit = answer.common_unit(metric, [row[statistic] for row in points])
-    differences = [row["difference"] for row in points if row["verdict"] != "infeasible"]
-    difference_unit = answer.common_unit(metric, differences)
+    # one unit for the values and their CIs, and one for the differences and theirs, as
+    # each column reads best
+    feasible = [row for row in points if row["verdict"] != "infeasible"]
+    unit = answer.common_unit(
+        metric, [row[k] for row in feasible for k in (statistic, "ci_low", "ci_high")]
+    )
+    difference_unit = answer.common_unit(
+        metric,
+        [
+            row[k]
+            for row in feasible
+            for k in ("difference", "difference_ci_low", "difference_ci_high")
+        ],
+    )
+
+    # and the decimals that tell each interval's ends apart, alike down the column
+    decimals = max(
+        (answer.interval_decimals(metric, r["ci_low"], r["ci_high"], unit) or 0 for r in feasible),
+        default=0,
+    )
+    difference_decimals = max(
+        (
+            answer.interval_decimals(
+                metric, r["difference_ci_low"], r["difference_ci_high"], difference_unit
+            )
+            or 0
+            for r in feasible
+        ),
+        default=0,
+    )
+    if answer.interval_decimals(metric, 0.0, 0.0, unit) is None:  # not a duration or a cost
+        decimals = difference_decimals = None
 
     def value(number: float) -> str:
-        return answer.readable(metric, number, unit=unit)
+        return answer.readable(metric, number, unit=unit, decimals=decimals)
+
+    def interval(low: float, high: float) -> str:
+        return answer.readable_interval(metric, low, high, False, unit, decimals)
 
     def worse_by(number: float, low: float, high: float) -> str:
-        text = answer.readable(metric, number, unit=difference_unit)
-        return f"{text} ({answer.readable_interval(metric, low, high, signed=False)})"
+        text = answer.readable(metric, number, unit=difference_unit, decimals=difference_decimals)
+        ci = answer.readable_interval(
+            metric, low, high, False, difference_unit, difference_decimals
+        )
+        return f"{text} ({ci})"
 
     table = Table(
         title=f"{outcome.scenario_set.name}: {words} by {key} ({goal} is best)",
@@ -223,7 +257,7 @@ def optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None:
         table.add_row(
             answer.value_text(row[key]),
             value(row[statistic]),
-            answer.readable_interval(metric, row["ci_low"], row["ci_high"], signed=False),
+            interval(row["ci_low"], row["ci_high"]),
             ""
             if tied
             else worse_by(row["difference"], row["difference_ci_low"], row["difference_ci_high"]),
@@ -231,10 +265,11 @@ def optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None:
         )
     screen.show(console, table)
     for line in infeasible_lines:
-        console.print(line, highlight=False, markup=False)
+        screen.say(console, line)
     if best.best is None:
         values = ", ".join(answer.value_text(v) for v in best.tied)
-        console.print(
+        screen.say(
+            console,
             f"no single best {key}: {values} tie at {words} {value(best.best_value)}"
             + (
                 f"; the next, {answer.value_text(best.runner_up)}, is worse by "
@@ -242,7 +277,6 @@ def optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None:
                 if best.runner_up is not None
                 else ""
             ),
-            highlight=False,
         )
     else:
         low, high = best.difference_ci
@@ -251,12 +285,12 @@ def optimize_answer(outcome: RunOutcome, question: dict, as_json: bool) -> None:
             if low > 0
             else "not distinguishable at 95% (more replicas would tell)"
         )
-        console.print(
+        screen.say(
+            console,
             f"best {key} = {answer.value_text(best.best)}: {words} {value(best.best_value)} "
-            f"(95% CI {answer.readable_interval(metric, *best.best_ci, signed=False)}); "
-            f"runner-up {answer.value_text(best.runner_up)} is worse by "
-            f"{answer.readable(metric, best.difference)} "
-            f"(paired 95% CI {answer.readable_interval(metric, low, high, signed=False)}: {sure})",
-            highlight=False,
+            f"(95% CI {interval(*best.best_ci)}); runner-up "
+            f"{answer.value_text(best.runner_up)} is worse by "
+            + answer.readable_estimate(metric, best.difference, low, high, ci="paired 95% CI")[:-1]
+            + f": {sure})",
         )
-    console.print(f"results: {outcome.run_dir}")
+    screen.say(console, f"results: {outcome.run_dir}")

@@ -10,7 +10,6 @@ import sys
 
 import click
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from sim.cli import arguments
@@ -19,7 +18,6 @@ from sim.cli.common import (
     exit_stopped,
     json_option,
     load,
-    metric_text,
     out_option,
     say_interrupted,
     scenario_argument,
@@ -198,10 +196,11 @@ def print_plan(doc: dict) -> None:
     keys, objective, q = doc["varied_keys"], doc["objective"], doc["quantile"]
     deadline = f"{doc['deadline_days']:g} days"
     goal = "highest" if doc["direction"] == "max" else "lowest"
-    console.print(
+    screen.say(
+        console,
         f"{doc['scenario']}: the {goal} {answer.objective_words(objective)} with "
         f"P(time to train ≤ {deadline}) ≥ "
-        f"{q:g}, over {len(doc['candidates'])} points of {' × '.join(keys)}"
+        f"{answer.share(q)}, over {len(doc['candidates'])} points of {' × '.join(keys)}",
     )
 
     def params(row: dict) -> str:
@@ -210,16 +209,23 @@ def print_plan(doc: dict) -> None:
     def share(row: dict) -> str:
         if row["p_meet"] is None:  # never ran: its configuration cannot
             return "—"
-        return f"{row['p_meet']:.3f} [{row['p_meet_low']:.3f}, {row['p_meet_high']:.3f}]"
+        return (
+            f"{answer.share(row['p_meet'])} [{answer.share(row['p_meet_low'])}, "
+            f"{answer.share(row['p_meet_high'])}]"
+        )
 
     def plus_minus(value, low, high) -> str:
-        """value ± the half-width of its (symmetric) 95% interval."""
+        """value ± the half-width of its (symmetric) 95% interval, the value with the digits
+        that tell the interval's ends apart."""
         if value is None:
             return "—"
-        text = metric_text(objective, value, unit=False)
         if low is None or high is None:
-            return text
-        return f"{text} ± {metric_text(objective, (high - low) / 2, unit=False)}"
+            return answer.readable(objective, value)
+        digits = answer.interval_decimals(
+            objective, low, high, answer.common_unit(objective, [value])
+        )
+        text = answer.readable(objective, value, decimals=digits)
+        return f"{text} ± {answer.readable(objective, (high - low) / 2)}"
 
     def mean_ci(row: dict) -> str:
         return plus_minus(row["objective_mean"], row["objective_ci_low"], row["objective_ci_high"])
@@ -253,7 +259,7 @@ def print_plan(doc: dict) -> None:
             count = f"{len(rows)} points" if len(rows) > 1 else "1 point"
             below.append(
                 f"infeasible, cannot run, not simulated ({count}"
-                f"{': ' + where if where else ''}): {escape(reason)}"
+                f"{': ' + where if where else ''}): {reason}"
             )
     ran = [row for row in doc["candidates"] if row["replicas"]]
     legend = answer.status_legend([row["status"] for row in doc["candidates"]], doc)
@@ -279,7 +285,7 @@ def print_plan(doc: dict) -> None:
         )
     screen.show(console, table)
     for line in below:
-        console.print(line, highlight=False)
+        screen.say(console, line)
     front = Table(
         title=f"time-cost Pareto front ({quantile_name} time to train vs mean cost)",
         title_justify="left",
@@ -294,20 +300,21 @@ def print_plan(doc: dict) -> None:
         front.add_row(
             *(answer.value_text(row[k]) for k in keys),
             days(row["time_to_train_days_at_quantile"]),
-            metric_text("cost_usd", row["cost_usd_mean"]),
-            f"{row['p_meet']:.3f}",
+            answer.money(row["cost_usd_mean"]),
+            answer.share(row["p_meet"]),
             # its status, and how it compares: a `dominated` point costs more than the
             # chosen one, and a faster, costlier point is rightly on the time-cost front
             answer.front_role(row, doc),
         )
     screen.show(console, front)
     spent, full = doc["replicas_spent"], doc["replicas_full_grid"]
-    console.print(
+    screen.say(
+        console,
         f"replicas: the search ran {spent:,}; a full grid at the same precision would run "
         f"{len(ran)} points × {full // max(1, len(ran)):,} = "
         f"{full:,} ({spent / full:.0%}). Stopped after round {len(doc['rounds'])}: "
         f"{doc['stop_reason']}."
-        + (f" {len(cannot)} infeasible point(s) cannot run: not simulated." if cannot else "")
+        + (f" {len(cannot)} infeasible point(s) cannot run: not simulated." if cannot else ""),
     )
     chosen = doc["chosen"]
     if chosen is not None:
@@ -318,8 +325,11 @@ def print_plan(doc: dict) -> None:
         screen.text_column(table, "value")
         table.add_row(
             f"{answer.objective_words(objective)} ± 95% CI",
-            f"{mean_ci(chosen)} ({metric_text(objective, chosen['objective_ci_low'])} – "
-            f"{metric_text(objective, chosen['objective_ci_high'])})",
+            f"{mean_ci(chosen)} ("
+            + answer.readable_interval(
+                objective, chosen["objective_ci_low"], chosen["objective_ci_high"], signed=False
+            )
+            + ")",
         )
         table.add_row(
             f"P(time to train ≤ {deadline}) [95% CI]",
@@ -331,26 +341,26 @@ def print_plan(doc: dict) -> None:
         table.add_row("time to train p50 / p95", f"{p50_p95[0]} / {p50_p95[1]} days")
         screen.show(console, table)
         if chosen["p_meet_low"] < q:
-            console.print(
-                f"note: its P(meet) is {chosen['p_meet']:.3f} ≥ {q:g}, but the 95% interval "
-                f"reaches down to {chosen['p_meet_low']:.3f}: more replicas (--replicas-max) "
-                "would confirm it"
+            screen.say(
+                console,
+                f"note: its P(meet) is {answer.share(chosen['p_meet'])} ≥ {answer.share(q)}, "
+                f"but the 95% interval reaches down to {answer.share(chosen['p_meet_low'])}: "
+                "more replicas (--replicas-max) would confirm it",
             )
     else:
         best = answer.plan_closest(doc)
         text = (
-            f"[bold]answer: no configuration meets the deadline[/bold]: no point finishes "
-            f"within {deadline} in at least {q:.0%} of replicas."
+            "answer: no configuration meets the deadline: no point finishes "
+            f"within {deadline} in at least {answer.share(q)} of replicas."
         )
         if best is not None:
             text += (
                 f" The closest, {params(best)}, has a {quantile_name} time to train of "
                 f"{days(best['time_to_train_days_at_quantile'])} days and makes it in "
-                f"{best['p_meet']:.1%} of {best['replicas']:,} replicas (95% CI "
-                f"{best['p_meet_low']:.1%}–{best['p_meet_high']:.1%})."
+                f"{answer.share(best['p_meet'])} of {best['replicas']:,} replicas (95% CI "
+                f"{answer.share(best['p_meet_low'])}–{answer.share(best['p_meet_high'])})."
             )
         why = answer.plan_miss_reason(doc, days)
-        console.print(f"{text} {escape(why)}" if why else text)
+        screen.say(console, f"{text} {why}" if why else text)
     if doc.get("run_dir"):
-        # a path is never wrapped mid-name
-        console.print(f"results: {doc['run_dir']}", soft_wrap=True, highlight=False)
+        screen.say(console, f"results: {doc['run_dir']}")  # a path is never wrapped mid-name

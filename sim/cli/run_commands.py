@@ -249,9 +249,12 @@ def print_run(outcome: RunOutcome) -> None:
             continue
         rows = summary[summary["point"] == point["point"]].set_index("metric")
         n = point.get("replicas", doc["replicas"])
-        title = f"{doc['scenario']}{'  ' + params if params else ''}  —  {n} replicas, {point['finished']} finished"
+        title = (
+            f"{doc['scenario']}{'  ' + params if params else ''}  —  {n:,} replicas, "
+            f"{point['finished']:,} finished"
+        )
         if point["errors"]:
-            title += f", [red]{point['errors']} errors[/red]"
+            title += f", [red]{point['errors']:,} errors[/red]"
         table = Table(title=title, title_justify="left")
         screen.text_column(table, "metric")  # its words wrap: "checkpoint stall (hours)"
         for column in ["mean", "± s.e.", "p5", "p50", "p95", "p99"]:
@@ -271,9 +274,9 @@ def print_run(outcome: RunOutcome) -> None:
     if any("ci_half_width_days" in point for point in doc["points"]):
         print_adaptive(console, doc)
     for line in answer.text_lines(run_answer(outcome)):
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+        screen.say(console, line)
     if outcome.run_dir is not None:
-        console.print(f"results: {outcome.run_dir}")
+        screen.say(console, f"results: {outcome.run_dir}")
 
 
 def best_rows(outcome: RunOutcome):
@@ -406,9 +409,10 @@ def print_sweep(console: Console, outcome: RunOutcome, keys: list[str]) -> None:
         )
     screen.show(console, table)
     for line in cannot:
-        console.print(line, highlight=False, markup=False)
+        screen.say(console, line)
     if outcome.problems:
-        console.print(
+        screen.say(
+            console,
             f"{len(outcome.problems)} of {len(ttt)} points cannot finish within "
-            "simulation.horizon_days: " + "; ".join(f"{p.params}" for p in outcome.problems)
+            "simulation.horizon_days: " + "; ".join(f"{p.params}" for p in outcome.problems),
         )

@@ -67,14 +67,14 @@ def compare_command(run_a, run_b, point_a, point_b, figure, no_figure, every, as
         return
     console = table_console()
     if result.a.name != result.b.name:  # the first line says so
-        console.print(arguments.different_scenarios(result.a.name, result.b.name))
+        screen.say(console, arguments.different_scenarios(result.a.name, result.b.name))
     for item in compare.tables(result, every):
         if isinstance(item, Table):
             screen.show(console, item)
-        else:
-            console.print(item)
+        else:  # a sentence, wrapped at spaces: a run's path is never broken mid-name
+            screen.say(console, item)
     if written is not None:
-        console.print(f"figure: {written}")
+        screen.say(console, f"figure: {written}")
 
 
 @click.command(name="report")

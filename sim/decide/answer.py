@@ -11,8 +11,10 @@ splits into the means of slowdown, lost work, checkpoint stall and downtime
 For a sweep, which point is best on time (mean wall time; an unfinished replica counts
 at the horizon) and on cost (mean cost), with the paired difference to the runner-up.
 
-Also the readable units shared by `compare` and the report (hours under a day, minutes
-under an hour).
+Also the one number style every command and the report write values in: money with three
+significant digits ($1.07M), a duration in one unit (35 min, 7.2 h, 16.3 days; an estimate
+and its interval in the same one), shares as percentages, counts with thousands separators,
+plain numbers without an exponent (< 0.001 for a tiny one), metrics named in words.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from sim.decide import analysis
-from sim.model.columns import unit_of
+from sim.model.columns import DOWNTIME_COLUMNS, unit_of
 
 # The overhead beyond ideal, in the order the line lists them: (column, words).
 PARTS = (
@@ -72,27 +74,45 @@ def in_unit(hours: float, unit: str) -> float:
     return {"s": hours * 3600.0, "min": hours * 60.0, "h": hours, "days": hours / 24.0}[unit]
 
 
-def duration(hours: float, signed: bool = False, unit: str | None = None) -> str:
-    """A duration given in hours, in the unit it reads best in (or `unit`): 42 min, 7.30 h,
-    16.33 days; `signed` puts + on positive values."""
+def duration(
+    hours: float, signed: bool = False, unit: str | None = None, decimals: int | None = None
+) -> str:
+    """A duration given in hours, in the one unit it reads best in (or `unit`), with at
+    most three significant digits: 35 min, 3.5 min, 7.2 h, 16.3 days, 215 days (one decimal
+    below 100 days or hours, or below 10 minutes or seconds), or `decimals` (an interval
+    whose ends would read alike); `signed` puts + on positive values."""
     if hours is None or not math.isfinite(hours):
         return "—"
     unit = unit or duration_unit(hours)
     value = in_unit(hours, unit)
-    if unit in ("days", "h"):
-        digits = 2 if unit == "days" or abs(value) < 10 else 1
-    else:
-        digits = 0 if abs(value) >= 10 else 1
-    text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-    if float(text) == 0:
+    digits = duration_decimals(value, unit) if decimals is None else decimals
+    text = f"{value:+,.{digits}f}" if signed else f"{value:,.{digits}f}"
+    if float(text.replace(",", "")) == 0:
         text = text.replace("-", "").replace("+", "")
     return f"{text} {unit}"
+
+
+def duration_decimals(value: float, unit: str) -> int:
+    """The decimals `duration` writes a value (in `unit`) with: one below 100 days or hours
+    or 10 minutes or seconds, else none."""
+    whole_from = 100.0 if unit in ("days", "h") else 10.0
+    return 0 if round(abs(value), 1) >= whole_from else 1
+
+
+def durations(values_hours: list[float], signed: bool = False) -> list[str]:
+    """Durations read side by side (an estimate and its interval): all in the one unit the
+    largest of them reads best in."""
+    finite = [abs(v) for v in values_hours if v is not None and math.isfinite(v)]
+    unit = duration_unit(max(finite, default=0.0))
+    return [duration(v, signed, unit) for v in values_hours]
 
 
 def money(usd: float, signed: bool = False, digits: int = 3) -> str:
     """$1.07M, $842k, $530: three significant digits (or `digits`), for reading aloud."""
     if usd is None or not math.isfinite(usd):
         return "—"
+    if round(usd) == 0:  # float noise, or under half a dollar: no sign
+        return "$0"
     sign = "-" if usd < 0 else ("+" if signed and usd > 0 else "")
     magnitude = abs(usd)
     for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")):
@@ -115,32 +135,65 @@ def _three(value: float, significant: int = 3) -> str:
 PERCENT = frozenset({"finished_fraction", "goodput", "effective_mfu"})
 
 
-def readable(metric: str, value: float, signed: bool = False, unit: str | None = None) -> str:
+def readable(
+    metric: str,
+    value: float,
+    signed: bool = False,
+    unit: str | None = None,
+    decimals: int | None = None,
+) -> str:
     """A metric's value in the unit it reads best in: durations (…_hours, …_days) as
-    s / min / h / days, costs as dollars with thousands separators, shares (goodput, MFU,
-    finished) as percentages (`signed` differences in percentage points, pp), other
-    quantities with 4 significant digits and their unit (GPU-h, GB, TB)."""
+    s / min / h / days (duration), costs as money ($1.07M), shares (goodput, MFU, finished)
+    as percentages with one decimal (`signed` differences in percentage points, pp, with
+    two), other quantities with at most 3 significant digits, whole with thousands
+    separators from 100, and their unit (GPU-h, GB, TB)."""
     if value is None or not math.isfinite(value):
         return "—"
     metric_unit = unit_of(metric)
     if metric_unit in ("h", "days") and "gpu_hours" not in metric:
         hours = value * 24.0 if metric_unit == "days" else value
-        return duration(hours, signed, unit)
+        return duration(hours, signed, unit, decimals)
+    if metric_unit == "USD":
+        return money(value, signed, 3 if decimals is None else decimals)
     sign = "-" if value < 0 else ("+" if signed and value > 0 else "")
     magnitude = abs(value)
-    if metric_unit == "USD":
-        return dollars(sign, magnitude)
     if metric in PERCENT:
-        digits = 1 if metric == "finished_fraction" else 2
         if signed:
-            text = f"{magnitude * 100:.{digits}f}"
+            text = f"{magnitude * 100:.2f}"
             return ("0" if float(text) == 0 else sign + text) + " pp"
-        return f"{sign}{magnitude * 100:.{digits}f}%"
-    text = figure(magnitude, big=1000.0, digits=3)
+        return f"{sign}{magnitude * 100:.1f}%"
+    text = figure(magnitude, big=100.0, digits=3)
     if text == "0":
         return text
     suffix = f" {metric_unit}" if metric_unit else ""
     return sign + text + suffix
+
+
+def number(value: float | None) -> str:
+    """A plain number (a rate, a shape, a count's mean) with at most 3 significant digits,
+    whole with thousands separators from 1,000, a positive one below 0.001 as "< 0.001"
+    (never 1.58e-227), a missing one as —."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude < 0.001:
+        return "< 0.001" if value > 0 else "> -0.001"
+    if magnitude >= 999.5:
+        return f"{value:,.0f}"
+    return ("-" if value < 0 else "") + _three(magnitude)
+
+
+def share(fraction: float | None) -> str:
+    """A share (a probability, P(meet)) as a whole percentage, with one decimal where the
+    whole one would read as all or none when it is not: 100%, 94%, 99.6%."""
+    if fraction is None or not math.isfinite(fraction):
+        return "—"
+    text = f"{fraction:.0%}"
+    if text in ("0%", "100%") and fraction not in (0.0, 1.0):
+        text = f"{fraction:.1%}"
+    return text
 
 
 def dollars(sign: str, magnitude: float) -> str:
@@ -158,7 +211,8 @@ def figure(magnitude: float, big: float = 1e4, digits: int = 4) -> str:
         return f"{magnitude:,.0f}"
     if magnitude >= 100:
         return f"{magnitude:.1f}"
-    return f"{magnitude:.{digits}g}"
+    text = _three(magnitude, digits)  # never an exponent, nor trailing zeros: 8, 0.02
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def common_unit(metric: str, values: list[float]) -> str | None:
@@ -212,17 +266,6 @@ def with_decimals(value: float | None, decimals: int, metric: str = "") -> str:
     return text + ("%" if percent else "")
 
 
-def distinct_digits(values: list[float], least: int = 3) -> int:
-    """The fewest significant digits (at least `least`, at most 7) at which values that
-    differ read differently: three costs of $1.0712M, $1.0736M and $1.0749M are
-    $1.071M, $1.074M and $1.075M, not three times $1.07M."""
-    finite = sorted({float(v) for v in values if v is not None and math.isfinite(v)})
-    for digits in range(least, 8):
-        if len({f"{v:.{digits}g}" for v in finite}) == len(finite):
-            return digits
-    return 7
-
-
 def distinct_decimals(values: list[float], least: int = 1) -> int:
     """The fewest decimals (at least `least`, at most 4) at which values that differ read
     differently: p50s of 16.43 and 16.38 days are 16.43 and 16.38, not twice 16.4."""
@@ -233,21 +276,66 @@ def distinct_decimals(values: list[float], least: int = 1) -> int:
     return max(4, least)
 
 
-def readable_interval(metric: str, low: float, high: float, signed: bool = True) -> str:
-    """A 95% CI with both ends in one unit (the one its wider end reads best in), the unit
-    written once: '-2.08 … -1.12 h' (a difference, `signed`), '16.42 … 16.44 days'."""
+def interval_decimals(metric: str, low: float, high: float, unit: str | None) -> int | None:
+    """The precision an interval needs so that its ends, when they differ, read apart:
+    a duration's decimals in `unit` (at most 3), a cost's significant digits (at most 6);
+    None for other metrics (their own rule)."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    metric_unit = unit_of(metric)
+    if metric_unit == "USD":
+        for digits in range(3, 6):
+            if low == high or money(low, digits=digits) != money(high, digits=digits):
+                return digits
+        return 3  # alike to 5 digits: equal, as read
+    if metric_unit not in ("h", "days") or "gpu_hours" in metric or unit is None:
+        return None
+    scale = 24.0 if metric_unit == "days" else 1.0
+    ends = [in_unit(low * scale, unit), in_unit(high * scale, unit)]
+    least = max(duration_decimals(v, unit) for v in ends)
+    decimals = distinct_decimals(ends, least)
+    return decimals if decimals <= 3 else least  # ends alike to 3 decimals: equal, as read
+
+
+def readable_interval(
+    metric: str,
+    low: float,
+    high: float,
+    signed: bool = True,
+    unit: str | None = None,
+    decimals: int | None = None,
+) -> str:
+    """A 95% CI with both ends in one unit (`unit`, the unit of the estimate it goes with,
+    else the one its wider end reads best in), the unit written once, with the decimals
+    that tell its ends apart: '-2.1 … -1.1 h' (a difference, `signed`), '16.30 … 16.33
+    days'."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "—"
-    unit = None
     metric_unit = unit_of(metric)
-    if metric_unit in ("h", "days") and "gpu_hours" not in metric:
+    if unit is None and metric_unit in ("h", "days") and "gpu_hours" not in metric:
         scale = 24.0 if metric_unit == "days" else 1.0
         unit = duration_unit(max(abs(low), abs(high)) * scale)
-    first, last = readable(metric, low, signed, unit), readable(metric, high, signed, unit)
+    if decimals is None:
+        decimals = interval_decimals(metric, low, high, unit)
+    first = readable(metric, low, signed, unit, decimals)
+    last = readable(metric, high, signed, unit, decimals)
     suffix = last.rpartition(" ")[2] if " " in last else ""
     if suffix and first.endswith(" " + suffix):
         first = first[: -len(suffix) - 1]
     return f"{first} … {last}"
+
+
+def readable_estimate(
+    metric: str, value: float, low: float, high: float, signed: bool = False, ci: str = ""
+) -> str:
+    """An estimate and its interval in one unit (the one the largest of them reads best
+    in) and alike in decimals: '49 min (31 … 67 min)', '16.32 days (16.30 … 16.33 days)',
+    or with `ci` before the interval '(paired 95% CI 31 … 67 min)'."""
+    unit = common_unit(metric, [value, low, high])
+    decimals = interval_decimals(metric, low, high, unit)
+    interval = readable_interval(metric, low, high, signed, unit, decimals)
+    text = readable(metric, value, signed, unit, decimals)
+    return f"{text} ({ci + ' ' if ci else ''}{interval})"
 
 
 def short_keys(keys: list[str]) -> dict[str, str]:
@@ -391,25 +479,21 @@ def fleet_lines(answer: PointAnswer, horizon_days: float) -> list[str]:
 def answer_lines(
     answer: PointAnswer,
     horizon_days: float | None = None,
-    day_decimals: int = 1,
-    cost_digits: int = 3,
     fleet: bool = False,
 ) -> list[str]:
-    """The point's answer as two lines (without its label); a sweep passes the decimals of
-    days and the digits of costs at which its points read apart. A `fleet` (a scenario run
-    to its horizon) says its failures instead."""
+    """The point's answer as two lines (without its label), in the one number style of
+    docs/metrics.md: days with one decimal, the cost with three significant digits (points
+    of a sweep that read alike here differ in the sweep table and the best-on lines). A
+    `fleet` (a scenario run to its horizon) says its failures instead."""
     if fleet and horizon_days:
         return fleet_lines(answer, horizon_days)
     first = []
     if answer.finished > 0:
-        first.append(
-            f"p50 {answer.p50_days:.{day_decimals}f} days, "
-            f"p95 {answer.p95_days:.{day_decimals}f} days"
-        )
+        first.append(f"p50 {answer.p50_days:.1f} days, p95 {answer.p95_days:.1f} days")
     else:
         within = f" within the {horizon_days:g}-day horizon" if horizon_days else ""
         first.append(f"no replica finished{within}")
-    first.append(f"mean cost {money(answer.cost_usd, digits=cost_digits)}")
+    first.append(f"mean cost {money(answer.cost_usd)}")
     if math.isfinite(answer.goodput):
         first.append(f"goodput {answer.goodput:.1%}")
     line = ", ".join(first)
@@ -488,18 +572,16 @@ def best_points(rows: pd.DataFrame) -> list[Best]:
     return out
 
 
-def best_lines(
-    bests: list[Best], params: dict[int, dict[str, Any]], keys: list[str], cost_digits: int = 3
-) -> list[str]:
-    """'best on time: interval_steps=500 (mean 16.33 days); interval_steps=1000 takes 1.6 h
-    longer (95% CI 1.0 h … 2.2 h)' and the same on cost."""
+def best_lines(bests: list[Best], params: dict[int, dict[str, Any]], keys: list[str]) -> list[str]:
+    """'best on time: interval_steps=500 (mean 16.3 days); the next, interval_steps=1000,
+    takes 1.6 h longer (95% CI 1.0 … 2.2 h)' and the same on cost."""
     lines = []
     for best in bests:
         name = params_text(params.get(best.point, {}), keys) or f"point {best.point}"
         if best.criterion == "time":
             value = f"mean {duration(best.value, unit='days')}"
         else:
-            value = f"mean {money(best.value, digits=cost_digits)}"
+            value = f"mean {money(best.value)}"
         if best.tied:
             others = ", ".join(params_text(params.get(p, {}), keys) for p in best.tied)
             lines.append(f"best on {best.criterion}: tied between {name} and {others} ({value})")
@@ -514,18 +596,15 @@ def best_lines(
         if best.runner_up is not None and d is not None and math.isfinite(d.estimate):
             other = params_text(params.get(best.runner_up, {}), keys)
             if best.criterion == "time":
-                ci_unit = (
-                    duration_unit(max(abs(d.low), abs(d.high))) if math.isfinite(d.low) else None
-                )
-                ci = (
-                    f"{duration(d.low, unit=ci_unit)} … {duration(d.high, unit=ci_unit)}"
-                    if ci_unit
-                    else "—"
-                )
-                more = f"takes {duration(d.estimate)} longer"
+                estimate, low, high = durations([d.estimate, d.low, d.high])
+                more = f"takes {estimate} longer"
             else:
-                more = f"costs {money(d.estimate)} more"
-                ci = f"{money(d.low)} … {money(d.high)}" if math.isfinite(d.low) else "—"
+                estimate, low, high = (money(v) for v in (d.estimate, d.low, d.high))
+                more = f"costs {estimate} more"
+            # an interval's ends in the unit of its estimate, the unit said once
+            ci = f"{low.rpartition(' ')[0]} … {high}" if " " in low else f"{low} … {high}"
+            if not math.isfinite(d.low):
+                ci = "—"
             clear = math.isfinite(d.low) and d.low > 0
             verdict = "" if clear else ": within the noise, more replicas would tell"
             text += f"; the next, {other}, {more} (95% CI {ci}{verdict})"
@@ -570,26 +649,16 @@ def run_answer(
     keys = scenario_set.varied_keys
     params = {p.index: p.params for p in scenario_set.points}
     answers = point_answers(summary, params)
-    # points that differ below the usual rounding are shown with the digits that tell them apart
-    shown = [a for a in answers if only is None or a.point in only]
-    cost_digits = distinct_digits([a.cost_usd for a in shown])
-    finished = [a for a in shown if a.finished > 0]
-    day_decimals = max(
-        distinct_decimals([a.p50_days for a in finished]),
-        distinct_decimals([a.p95_days for a in finished]),
-    )
     listed = []
     for a in answers:
         if only is not None and a.point not in only:
             continue
         simulation = scenario_set.points[a.point].scenario.simulation
-        lines = answer_lines(
-            a, simulation.horizon_days, day_decimals, cost_digits, simulation.until == "horizon"
-        )
+        lines = answer_lines(a, simulation.horizon_days, simulation.until == "horizon")
         listed.append((label(a, keys) if len(scenario_set.points) > 1 else "", lines))
     best: list[str] = []
     if rows is not None and len(answers) > 1:
-        best = best_lines(best_points(rows), params, keys, cost_digits)
+        best = best_lines(best_points(rows), params, keys)
     return RunAnswer(listed, best)
 
 
@@ -645,6 +714,29 @@ def metric_words(metric: str) -> str:
     return " ".join(_NAME_WORDS.get(word, word) for word in base.split("_"))
 
 
+# Names in words of the columns (docs/metrics.md) whose words alone would not say it.
+_METRIC_NAMES = {
+    "finished_fraction": "finished",
+    "wall_hours": "wall time",
+    "ideal_hours": "ideal time",
+}
+
+
+def metric_name(metric: str) -> str:
+    """A metric's name as a table row names it: docs/metrics.md's column in words, without
+    its unit (the values carry it): time_to_train_days → time to train, cost_lost_work_usd →
+    cost: lost work, detect_hours → downtime: detect, failures_gpu → failures: gpu."""
+    if metric in _METRIC_NAMES:
+        return _METRIC_NAMES[metric]
+    if metric in DOWNTIME_COLUMNS:
+        return "downtime: " + metric_words(metric)
+    if metric.startswith("cost_") and metric.endswith("_usd") and metric != "cost_usd":
+        return "cost: " + metric_words(metric.removeprefix("cost_"))
+    if metric.startswith("failures_"):
+        return "failures: " + metric.removeprefix("failures_").replace("_", " ")
+    return metric_words(metric)
+
+
 def metric_title(metric: str) -> str:
     """A metric's name and unit as a column or a sentence names it: 'cost (USD)',
     'time to train (days)', 'goodput'."""
@@ -669,7 +761,7 @@ def objective_value(objective: str, value: Any) -> str:
 
 
 def _share(value: Any) -> str:
-    return "—" if value is None else f"{float(value):.0%}"
+    return "—" if value is None else share(float(value))
 
 
 def _days(value: Any) -> str:

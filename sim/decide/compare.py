@@ -403,15 +403,15 @@ def _compare_points(a: Run, b: Run, pa: int, pb: int, metrics: list[str]) -> Poi
     dropped_a, dropped_b = len(ok_a) - ttt.n_a, len(ok_b) - ttt.n_b
     if method == "paired" and dropped_a:
         notes.append(
-            f"time_to_train_days compares the {ttt.n_a} replicas that finished in both runs "
-            f"({dropped_a} of {len(ok_a)} pairs dropped: a replica that does not finish has "
-            "no time to train); compare finished_fraction too"
+            f"time to train compares the {ttt.n_a:,} replicas that finished in both runs "
+            f"({dropped_a:,} of {len(ok_a):,} pairs dropped: a replica that does not finish has "
+            "no time to train); compare the finished share too"
         )
     elif method == "welch" and (dropped_a or dropped_b):
         notes.append(
-            f"time_to_train_days is over finished replicas only ({dropped_a} of A and "
-            f"{dropped_b} of B dropped: a replica that does not finish has no time to "
-            "train); compare finished_fraction too"
+            f"time to train is over finished replicas only ({dropped_a:,} of A and "
+            f"{dropped_b:,} of B dropped: a replica that does not finish has no time to "
+            "train); compare the finished share too"
         )
     errors_a, errors_b = len(rows_a) - len(good_a), len(rows_b) - len(good_b)
     for label, count in (("A", errors_a), ("B", errors_b)):
@@ -669,8 +669,9 @@ def tables(comparison: Comparison, every: bool = False) -> list[Table | str]:
     hidden_total = 0
     for pair in comparison.pairs:
         title = (
-            f"{pair_title(comparison, pair)}  —  A {pair.replicas_a} replicas, "
-            f"{pair.finished_a} finished; B {pair.replicas_b} replicas, {pair.finished_b} finished"
+            f"{pair_title(comparison, pair)}  —  A {pair.replicas_a:,} replicas, "
+            f"{pair.finished_a:,} finished; B {pair.replicas_b:,} replicas, "
+            f"{pair.finished_b:,} finished"
         )
         table = Table(title=title, title_justify="left", caption_justify="left")
         label_a, label_b = side_labels(comparison, pair)
@@ -682,7 +683,8 @@ def tables(comparison: Comparison, every: bool = False) -> list[Table | str]:
             for m in metrics
         }
         with_n = len(counts) > 1  # else the caption says n once
-        widest = max((len(m.metric) for m in metrics), default=6)
+        # each metric by its name in words (docs/metrics.md); --json keeps the column names
+        widest = max((len(answer.metric_name(m.metric)) for m in metrics), default=6)
         table.add_column("metric", min_width=widest, no_wrap=True)
         for column in [label_a, label_b, "B − A", "95% CI", "relative", "better", *(["n"] if with_n else [])]:  # fmt: skip
             # a value and its unit, an interval, or words may wrap at their spaces
@@ -699,11 +701,13 @@ def tables(comparison: Comparison, every: bool = False) -> list[Table | str]:
             n = str(d.n_a) if pair.method == "paired" else f"{d.n_a} / {d.n_b}"
             quiet = m.mean_a == 0 and m.mean_b == 0
             table.add_row(
-                m.metric,
+                answer.metric_name(m.metric),
                 answer.readable(m.metric, m.mean_a),
                 answer.readable(m.metric, m.mean_b),
                 answer.readable(m.metric, d.estimate, signed=True),
-                answer.readable_interval(m.metric, d.low, d.high),
+                answer.readable_interval(
+                    m.metric, d.low, d.high, unit=answer.common_unit(m.metric, [d.estimate])
+                ),
                 (f"{m.relative:+.2%}" if m.relative else "0%")
                 if math.isfinite(m.relative)
                 else "—",

@@ -2,7 +2,8 @@
 a pipe and a log: stdout as wide as the terminal, or `COLUMNS` (else 120) when piped or
 logged; a key or number column is never cut short: text columns wrap, a table that does not
 fit drops its lines, and one that still does not fit is printed as plain lines, one per row.
-Progress goes to stderr (`sim.runs.progress`, whose width rule this shares).
+Sentences (an answer, a note) wrap at that width at spaces, never inside a word, so a path is
+never broken mid-name (one longer than the line stays whole on a line of its own). Progress goes to stderr (`sim.runs.progress`, whose width rule this shares).
 """
 
 from __future__ import annotations
@@ -26,6 +27,31 @@ TEXT_MIN = 16
 def stdout_console() -> Console:
     """The console tables and answers are printed on: colours only in a terminal."""
     return Console(width=stream_width(sys.stdout))
+
+
+# Lines a sentence wraps onto are indented this much deeper than its first line, deeper than
+# the two spaces the lines of an answer step by, so a reader can join them again.
+CONTINUATION = 4
+
+
+def wrapped(text: str, width: int) -> list[str]:
+    """`text` (one line, perhaps indented) wrapped at spaces to `width`: its further lines
+    indented CONTINUATION deeper, never broken inside a word (a path stays whole)."""
+    indent = text[: len(text) - len(text.lstrip(" "))]
+    return textwrap.wrap(
+        text,
+        width=max(width, len(indent) + CONTINUATION + 1),
+        subsequent_indent=indent + " " * CONTINUATION,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [""]
+
+
+def say(console: Console, text: str, style: str | None = None) -> None:
+    """Print a sentence (plain text, no markup; in `style` on a terminal) wrapped to the
+    console's width (wrapped)."""
+    for line in wrapped(text, console.width):
+        console.print(Text(line, style=style or ""), highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- tables

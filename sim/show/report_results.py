@@ -324,10 +324,12 @@ def plan_section(plan: dict[str, Any]) -> str:
 def _with_ci(objective: str, mean: Any, low: Any, high: Any) -> str:
     if not isinstance(mean, int | float):
         return "—"
-    text = answer.readable(objective, mean)
-    if isinstance(low, int | float) and isinstance(high, int | float):
-        text += f" ± {answer.readable(objective, (high - low) / 2)}"
-    return text
+    if not (isinstance(low, int | float) and isinstance(high, int | float)):
+        return answer.readable(objective, mean)
+    # the mean with the digits that tell its interval's ends apart, as `trainsim plan` writes it
+    digits = answer.interval_decimals(objective, low, high, answer.common_unit(objective, [mean]))
+    text = answer.readable(objective, mean, decimals=digits)
+    return f"{text} ± {answer.readable(objective, (high - low) / 2)}"
 
 
 def _share_ci(p: Any, low: Any, high: Any) -> str:

@@ -4,6 +4,7 @@ replicas used) and the deterministic calculator with its step model.
 
 from __future__ import annotations
 
+from sim.decide import answer
 from sim.model import batch, calculator, checkpoints, perf, reliability
 from sim.model.scenario import load_document
 from sim.model.scenario_set import ScenarioError, ScenarioSet
@@ -438,14 +439,14 @@ def calculation_rows(c: calculator.Calculation) -> list[tuple[str, str]]:
         ("optimizer steps", f"{c.total_steps:,}"),
         ("step time", f"{c.step_time_s:.3f} s"),
         ("tokens/s", f"{c.tokens_per_s:,.0f}"),
-        ("MFU", f"{c.mfu:.3f}"),
+        ("MFU", f"{c.mfu:.1%}"),
         *step_model_rows(c),  # how that MFU follows from the configuration
         ("effective TFLOPS per GPU", f"{c.effective_tflops_per_gpu:.1f}"),
         ("effective PFLOP/s (the job)", f"{c.effective_pflops:,.1f}"),
-        ("ideal time to train", f"{c.ideal_days:.2f} days"),
+        ("ideal time to train", answer.duration(c.ideal_days * 24, unit="days")),
         ("checkpoint size", f"{c.checkpoint_GB:,.0f} GB"),
         ("checkpoint write / load", f"{c.checkpoint_write_s:.1f} s / {c.checkpoint_load_s:.1f} s"),
-        (f"checkpoint blocks training ({c.checkpoint_mode})", f"{c.checkpoint_blocking_s:.2f} s"),
+        (f"checkpoint blocks training ({c.checkpoint_mode})", f"{c.checkpoint_blocking_s:.1f} s"),
         ("checkpoint storage (keep_last)", f"{c.checkpoint_storage_TB:.2f} TB"),
         ("checkpoint interval", f"{c.interval_steps:,} steps = {c.interval_minutes:.1f} min"),
         (
@@ -456,13 +457,14 @@ def calculation_rows(c: calculator.Calculation) -> list[tuple[str, str]]:
         ("Daly interval", f"{c.daly_interval_minutes:.1f} min"),
         (
             "Daly expected wall time",
-            f"{c.daly_expected_days:.2f} days (first-order, no detection/repair)",
+            f"{answer.duration(c.daly_expected_days * 24, unit='days')} (first-order, no "
+            "detection/repair)",
         ),
         ("GPU-hours (job + spares, ideal)", f"{c.ideal_gpu_hours:,.0f}"),
         ("cost per GPU-hour", f"${c.gpu_hour_usd:.2f}"),
-        ("cost (ideal)", f"${c.ideal_cost_usd:,.0f} at ${c.gpu_hour_usd:.2f}/GPU-hour"),
-        ("cost with failures (Daly, first order)", f"${c.daly_expected_cost_usd:,.0f}"),
-        ("cost per 1B tokens", f"${c.cost_per_1B_tokens_usd:,.2f}"),
+        ("cost (ideal)", f"{answer.money(c.ideal_cost_usd)} at ${c.gpu_hour_usd:.2f}/GPU-hour"),
+        ("cost with failures (Daly, first order)", answer.money(c.daly_expected_cost_usd)),
+        ("cost per 1B tokens", answer.money(c.cost_per_1B_tokens_usd)),
     ]
 
 
@@ -487,7 +489,7 @@ def step_model_rows(c: calculator.Calculation) -> list[tuple[str, str]]:
         efficiency = [
             (
                 "compute efficiency",
-                f"{c.compute_efficiency:.3f} (calibrated: MFU {c.reference_mfu:g} there)",
+                f"{c.compute_efficiency:.1%} of peak (calibrated: MFU {c.reference_mfu:.1%} there)",
             )
         ]
     elif c.mfu_scaling == "fixed":
@@ -496,7 +498,7 @@ def step_model_rows(c: calculator.Calculation) -> list[tuple[str, str]]:
         scaling = "fixed: an abstract job (no model.seq_len)"
     else:
         scaling = "built up"
-        efficiency = [("compute efficiency", f"{c.compute_efficiency:g} (given)")]
+        efficiency = [("compute efficiency", f"{c.compute_efficiency:.1%} of peak (given)")]
     rows = [("MFU model", scaling), *efficiency]
     if c.microbatches:
         rows.append(

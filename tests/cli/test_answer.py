@@ -22,6 +22,7 @@ import pytest
 from sim.decide import answer
 from sim.decide.analysis import paired_difference
 from sim.runs.manifest import trainsim_command
+from sim.show.console import CONTINUATION
 from tests.conftest import ROOT, cli_in_process, flat, running_as
 
 SMALL = str(ROOT / "scenarios/llama7b-128.yaml")
@@ -45,6 +46,21 @@ def trainsim(*args: str) -> subprocess.CompletedProcess:
     return cli_in_process(list(args))
 
 
+def unwrapped(text: str) -> list[str]:
+    """The printed lines with the lines a sentence wrapped onto (console.CONTINUATION
+    deeper than the line before) joined back to it."""
+    lines: list[str] = []
+    first_indent = 0
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        if lines and line.strip() and indent >= first_indent + CONTINUATION:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+            first_indent = indent
+    return lines
+
+
 def only_run(out: Path) -> Path:
     (run_dir,) = [p for p in out.glob("*/*") if p.is_dir()]
     return run_dir
@@ -57,12 +73,10 @@ def check_point_lines(first: str, second: str, rows: pd.DataFrame) -> None:
     finished = rows.loc[rows["finished"], "time_to_train_days"]
     assert float(m["p50"]) == pytest.approx(np.percentile(finished, 50), abs=0.051)
     assert float(m["p95"]) == pytest.approx(np.percentile(finished, 95), abs=0.051)
-    decimals = len(m["p50"].partition(".")[2])  # 1, or more where sweep points read alike
-    assert decimals >= 1 and m["p50"] == f"{np.percentile(finished, 50):.{decimals}f}"
+    # one decimal of days and three significant digits of money (docs/metrics.md)
+    assert m["p50"] == f"{np.percentile(finished, 50):.1f}"
     cost = float(m["cost"]) * SCALE[m["scale"]]
-    digits = len(m["cost"].replace(".", "").lstrip("0"))  # 3, or more likewise
-    assert digits >= 3
-    assert answer.money(rows["cost_usd"].mean(), digits=digits) == f"${m['cost']}{m['scale']}"
+    assert answer.money(rows["cost_usd"].mean()) == f"${m['cost']}{m['scale']}"
     assert cost == pytest.approx(rows["cost_usd"].mean(), rel=0.006)
     assert float(m["goodput"]) == pytest.approx(100 * rows["goodput"].mean(), abs=0.051)
 
@@ -91,7 +105,7 @@ def check_point_lines(first: str, second: str, rows: pd.DataFrame) -> None:
 def test_a_run_ends_with_the_answer_and_its_numbers_are_the_table(tmp_path):
     r = trainsim("run", SMALL, *QUICK, "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.rstrip("\n").splitlines()
+    lines = unwrapped(r.stdout.rstrip("\n"))
     assert lines[-1].startswith("results: ")
     start = next(i for i, line in enumerate(lines) if line.startswith("answer: "))
     assert start >= len(lines) - 5  # at the end, after the table
@@ -108,7 +122,7 @@ def test_a_sweep_says_which_point_is_best_on_time_and_on_cost(tmp_path):
     r = trainsim("run", SMALL, *QUICK, "--param", f"{INTERVAL}=30,60,240", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     rows = pd.read_parquet(only_run(tmp_path) / "replicas.parquet")
-    lines = r.stdout.splitlines()
+    lines = unwrapped(r.stdout)
     start = lines.index("answer (per point: means and percentiles over its replicas):")
     for minutes in (30, 60, 240):
         (i,) = [j for j in range(start, len(lines)) if lines[j].startswith(f"  interval_minutes={minutes}: ")]  # fmt: skip
@@ -124,10 +138,10 @@ def test_a_sweep_says_which_point_is_best_on_time_and_on_cost(tmp_path):
         assert f"the next, interval_minutes={runner}," in line
         wide = rows.pivot(index="replica", columns=INTERVAL, values=column)
         d = paired_difference(wide[best].to_numpy(), wide[runner].to_numpy())
-        if criterion == "time":
-            assert f"takes {answer.duration(d.estimate)} longer" in line
-            unit = answer.duration_unit(max(abs(d.low), abs(d.high)))
-            ci = f"{answer.duration(d.low, unit=unit)} … {answer.duration(d.high, unit=unit)}"
+        if criterion == "time":  # the estimate and its interval in one unit, said once
+            estimate, low, high = answer.durations([d.estimate, d.low, d.high])
+            assert f"takes {estimate} longer" in line
+            ci = f"{low.rpartition(' ')[0]} … {high}"
         else:
             assert f"costs {answer.money(d.estimate)} more" in line
             ci = f"{answer.money(d.low)} … {answer.money(d.high)}"
@@ -164,10 +178,12 @@ def test_compare_shows_the_headline_and_clear_differences_and_all_with_all(tmp_p
         r = trainsim("compare", str(run_a), str(run_b), "--no-figure", *more)
         assert r.returncode == 0, r.stderr
         rows = {}
+        names = {answer.metric_name(m): m for m in metrics}  # rows name metrics in words
+        assert len(names) == len(metrics)
         for line in r.stdout.splitlines():
             cells = [c.strip() for c in line.split("│")[1:-1]]
             if cells and cells[0]:
-                rows[cells[0]] = cells[1:]
+                rows[names[cells[0]]] = cells[1:]
         return rows, r.stdout
 
     default, text = printed()
@@ -187,10 +203,10 @@ def test_compare_shows_the_headline_and_clear_differences_and_all_with_all(tmp_p
     ttt = metrics["time_to_train_days"]
     assert abs(ttt["difference"]) < 1
     cells = default["time_to_train_days"]
-    assert cells[0] == f"{ttt['mean_a']:.2f} days"
+    assert cells[0] == f"{ttt['mean_a']:.1f} days"
     assert cells[2] == answer.duration(ttt["difference"] * 24, signed=True)
     assert cells[2].endswith((" h", " min")) and "days" not in cells[2]
-    assert default["cost_usd"][0] == f"${metrics['cost_usd']['mean_a']:,.0f}"
+    assert default["cost_usd"][0] == answer.money(metrics["cost_usd"]["mean_a"])  # $1.07M
 
     every, text = printed("--all")
     assert set(every) == set(metrics)  # every column of the table

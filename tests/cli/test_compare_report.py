@@ -132,14 +132,14 @@ def test_compare_pairs_replicas_of_one_seed_and_the_numbers_are_the_tables(runs)
     assert r.returncode == 0, r.stderr
     flat = " ".join(r.stdout.split())
     assert "paired by replica" in flat and "common random numbers" in flat
-    row = rows_of(r.stdout)["time_to_train_days"]
+    row = rows_of(r.stdout)["time to train"]  # the metric in words (docs/metrics.md)
     ttt = pair["metrics"]["time_to_train_days"]
-    assert row[0] == f"{ttt['mean_a']:.2f} days"  # days, and a difference under a day in hours
+    assert row[0] == f"{ttt['mean_a']:.1f} days"  # days, and a difference under a day in hours
     hours = float(row[2].removesuffix(" h")) if row[2].endswith(" h") else float(row[2].removesuffix(" min")) / 60  # fmt: skip
-    assert hours == pytest.approx(ttt["difference"] * 24, abs=0.006)
+    assert hours == pytest.approx(ttt["difference"] * 24, abs=0.051)
     assert row[5].startswith("A") and "n = 20 (pairs of replicas)" in flat
     assert rows_of(r.stdout)["goodput"][5].startswith("A (higher)")
-    assert "figure: " in r.stdout
+    assert "figure: " in flat  # its path whole, on the next line when it is long
 
     figure = (runs["B"] / f"compare-with-{runs['A'].name}.png").read_bytes()
     assert is_png(figure)
@@ -186,7 +186,7 @@ def test_compare_counts_the_replicas_that_did_not_finish(runs):
     assert share["difference"] == pytest.approx(finished / 20 - 1, rel=1e-12)
     assert share["better"] == "A"
     note = " ".join(pair["notes"])
-    assert f"{20 - finished} of 20 pairs dropped" in note and "finished_fraction" in note
+    assert f"{20 - finished} of 20 pairs dropped" in note and "the finished share" in note
 
 
 def test_compare_matches_sweep_points_by_their_values(runs):
@@ -350,7 +350,7 @@ def test_report_is_one_self_contained_page(runs, tmp_path):
     words = " ".join(" ".join(page.text).split())
     scenario = load_scenario(run / "scenario.yaml").base
     calc = calculator.calculate(scenario)
-    assert f"ideal time to train {calc.ideal_days:.2f} days" in words
+    assert f"ideal time to train {calc.ideal_days:.1f} days" in words
     assert f"{calc.checkpoint_write_s:.1f} s / {calc.checkpoint_load_s:.1f} s" in words
     assert "16 nodes × 8 H100-SXM = 128 GPUs" in words and "1 warm spare node" in words
     assert "lustre tier (write 5 GB/s" in words and "every 60 minutes" in words
@@ -441,7 +441,8 @@ def test_report_escapes_text_and_shows_sweeps_and_plans(runs, tmp_path):
     assert "The plan chose interval_minutes=60" in words
     for heading in ("Every point, best first", "Time–cost Pareto front"):
         assert heading in words
-    assert "$145,553" in words and "$146,002" in words and "<dominated>" in words
+    # costs as money, three significant digits (docs/metrics.md)
+    assert "$146k" in words and "$145,553" not in words and "<dominated>" in words
     assert "&lt;dominated&gt;" in text  # an unknown status is shown as it is, escaped
     assert "cost_usd_mean" not in words and "deadline_days" not in words
 

@@ -1,8 +1,8 @@
 """Output that reads the same in a terminal, a pipe and a log (in-process, outputs in
 tmp_path): COLUMNS honoured when piped, no key or number column cut short at 80 or 200
 columns, infeasible reasons below the table, progress as plain lines off a terminal, one
-number style (thousands separators in ± s.e., the same decimals along a row, sweep points
-that differ never reading alike), metric names in words; and the README's commands
+number style (thousands separators in ± s.e., the same decimals along a row, an
+interval's ends never reading alike), metric names in words; and the README's commands
 printing the same in a terminal and a pipe apart from colours."""
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def table_lines(text: str) -> list[str]:
 def test_plan_piped_never_elides_a_key_column(monkeypatch, tmp_path, width):
     r = trainsim(monkeypatch, width, *PLAN, "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert "…" not in r.stdout, r.stdout  # nothing cut short, the header neither
+    # nothing cut short, the header neither (an interval's … has spaces around)
+    assert not re.search(r"\S…", r.stdout), r.stdout
     assert all(len(line.rstrip()) <= width for line in table_lines(r.stdout)), r.stdout
     # every point, with both its keys, is there whole: as a table row or a plain line
     plan = pd.read_json(next(tmp_path.glob("*/*/plan.json")), typ="series")
@@ -117,12 +118,18 @@ def test_one_number_style_in_the_run_table(monkeypatch, tmp_path):
     assert rows["goodput"][0].endswith("%")  # a share reads as in the sweep and the answer
 
 
-def test_points_that_differ_below_the_rounding_read_apart():
+def test_an_intervals_ends_read_apart_and_table_columns_keep_their_decimals():
+    # a value alone has three significant digits (docs/metrics.md); an interval whose ends
+    # would read alike gets the digits that tell them apart, and its estimate with them
     costs = [1_071_200.0, 1_073_600.0, 1_074_900.0]
-    assert {answer.money(c) for c in costs} == {"$1.07M"}  # what three points read before
-    digits = answer.distinct_digits(costs)
-    assert [answer.money(c, digits=digits) for c in costs] == ["$1.071M", "$1.074M", "$1.075M"]
-    assert answer.distinct_digits([1_071_200.0, 1_071_200.0, 2e6]) == 3  # equal ones stay
+    assert {answer.money(c) for c in costs} == {"$1.07M"}
+    assert answer.readable_interval("cost_usd", costs[0], costs[1], signed=False) == (
+        "$1.071M … $1.074M"
+    )
+    assert answer.readable_interval("cost_usd", 2e6, 2e6, signed=False) == "$2.00M … $2.00M"
+    assert answer.readable_estimate("time_to_train_days", 16.32, 16.30, 16.33) == (
+        "16.32 days (16.30 … 16.33 days)"
+    )
     assert answer.same_decimals([16.43, 16.9, 0.0291]) == ["16.43", "16.90", "0.03"]
     assert answer.same_decimals([16.431, 16.432], distinct=True) == ["16.431", "16.432"]
     assert answer.same_decimals([1074882.0, 1010.7]) == ["1,074,882", "1,011"]
@@ -200,5 +207,7 @@ def test_compare_piped_never_elides_a_cell(monkeypatch, tmp_path, width):
     assert all(len(line.rstrip()) <= width for line in table_lines(r.stdout))
     table = pd.read_parquet(next((tmp_path / "a").glob("*/*/replicas.parquet")))
     for metric in ("time_to_train_days", "checkpoint_stall_hours", "cost_idle_spares_usd"):
-        assert re.search(rf"(│ {metric} )|(metric: {metric};)", " ".join(r.stdout.split()))
+        name = answer.metric_name(metric)  # in words, as docs/metrics.md names it
+        assert re.search(rf"(^|│ |metric: ){re.escape(name)}( |;)", r.stdout, re.M), name
+        assert metric not in r.stdout
     assert "checkpoint_stall_hours" in table

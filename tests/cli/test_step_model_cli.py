@@ -202,13 +202,14 @@ def test_calc_prints_the_calibration_and_the_mfu_it_runs_at():
     assert r.returncode == 0, r.stderr
     text = r.stdout
     assert "2,048 (64)" in text  # GPUs (data-parallel replicas)
-    assert "0.403" in text.split("MFU model")[0].split("MFU")[-1]  # the MFU at 256 nodes
+    # the MFU at 256 nodes, a percentage as `run` reads effective MFU
+    assert "40.3%" in text.split("MFU model")[0].split("MFU")[-1]
     assert "built up, calibrated at cluster.nodes=128" in text
-    assert "0.731 (calibrated: MFU 0.45 there)" in text
+    assert "73.1% of peak (calibrated: MFU 45.0% there)" in text
     assert "16 (pipeline bubble 18.8%)" in text
     assert "20.7 of 80 GB" in text
     own = calc(REFERENCE).stdout
-    assert "calibrated at this configuration" in own and "0.450" in own
+    assert "calibrated at this configuration" in own and "45.0%" in own
 
 
 def test_calc_json_carries_the_calibration():
@@ -245,7 +246,7 @@ def test_calc_says_where_the_step_goes_and_what_a_token_costs():
     assert "cost per GPU-hour" in text and "cost with failures (Daly, first order)" in text
     # the job's model FLOPs per second: MFU x 989.4 TFLOPS x 2,048 GPUs
     pflops = float(text.split("effective PFLOP/s (the job)")[1].split("│")[1].replace(",", ""))
-    mfu = float(text.split("MFU model")[0].split("MFU")[-1].split("│")[1])
+    mfu = float(text.split("MFU model")[0].split("MFU")[-1].split("│")[1].strip(" %")) / 100
     assert pflops == pytest.approx(mfu * 989.4 * 2048 / 1e3, rel=2e-3)
     table = text[text.index("where the step's time goes") :]
     for part in ("compute", "pipeline bubble", "exposed data-parallel", "pipeline sends",
