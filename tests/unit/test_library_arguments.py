@@ -117,7 +117,6 @@ ELSEWHERE = pytest.mark.xfail(
 )
 
 
-
 @pytest.mark.parametrize("scenario", [None, "scenarios/llama7b-128.yaml", "a ScenarioSet"])
 def test_calculate_names_what_it_was_given(scenario):
     from sim.model import calculator
@@ -128,13 +127,11 @@ def test_calculate_names_what_it_was_given(scenario):
         calculator.calculate(scenario)
 
 
-
 def test_fit_log_names_what_it_was_given():
     from sim.data import fit
 
     with pytest.raises(ScenarioError, match=r"^fit_log: log: expected an IncidentLog"):
         fit.fit_log(None)
-
 
 
 @pytest.mark.parametrize(
@@ -157,7 +154,6 @@ def test_forecast_refuses_a_bad_argument(tiny, argument, value):
     given = {"elapsed_days": 0.001, "done_steps": 10, "replicas": 2, "seed": 1, argument: value}
     with pytest.raises(ScenarioError, match=rf"^forecast: {argument}: "):
         forecast.forecast(tiny, **given)
-
 
 
 @pytest.mark.parametrize("nodes", [0, -4, 2.5])
